@@ -1,0 +1,1 @@
+"""kuberay render: compile KubeRay manifests into the plain objects the operator would create."""

@@ -1,0 +1,69 @@
+"""Render options: every input besides the manifests that changes the output.
+
+These mirror the KubeRay v1.7 operator's feature gates and process options
+(reference raycluster.md §0.1-§0.2). Defaults are KubeRay's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+KUBERAY_VERSION: Final = "v1.7.0"
+
+# KubeRay v1.7 feature gates and their defaults (ray-operator/pkg/features/features.go).
+DEFAULT_FEATURE_GATES: Final = MappingProxyType(
+    {
+        "RayClusterStatusConditions": True,
+        "RayJobDeletionPolicy": True,
+        "RayMultiHostIndexing": True,
+        "RayServiceIncrementalUpgrade": True,
+        "RayClusterNetworkPolicy": False,
+        "GCSFaultToleranceEmbeddedStorage": False,
+        "RayClusterMTLS": False,
+        "RayClusterHistoryServer": False,
+        "KubernetesWAS": False,
+        "RayCronJob": False,
+        "SidecarSubmitterRestart": False,
+    }
+)
+
+
+def _default_gates() -> MappingProxyType[str, bool]:
+    return DEFAULT_FEATURE_GATES
+
+
+@dataclass(frozen=True, slots=True)
+class RenderOptions:
+    """Everything besides the manifests that changes rendered output."""
+
+    feature_gates: MappingProxyType[str, bool] = field(default_factory=_default_gates)
+    cluster_domain: str = "cluster.local"
+    init_container_injection: bool = True
+    probes_injection: bool = True
+    login_shell: bool = False
+    head_cluster_ip_service: bool = False
+    kuberay_version: str = KUBERAY_VERSION
+    kubernetes_version: str = "1.33"
+
+    def gate(self, name: str) -> bool:
+        """Whether feature gate `name` is on."""
+        return bool(self.feature_gates.get(name, False))
+
+    def with_gates(self, **changes: bool) -> RenderOptions:
+        """Return a copy with some feature gates changed."""
+        unknown = sorted(set(changes) - set(DEFAULT_FEATURE_GATES))
+        if unknown:
+            raise ValueError(f"unknown feature gate(s): {', '.join(unknown)}")
+        merged = dict(self.feature_gates) | changes
+        return RenderOptions(
+            feature_gates=MappingProxyType(merged),
+            cluster_domain=self.cluster_domain,
+            init_container_injection=self.init_container_injection,
+            probes_injection=self.probes_injection,
+            login_shell=self.login_shell,
+            head_cluster_ip_service=self.head_cluster_ip_service,
+            kuberay_version=self.kuberay_version,
+            kubernetes_version=self.kubernetes_version,
+        )

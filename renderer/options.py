@@ -6,6 +6,7 @@ These mirror the KubeRay v1.7 operator's feature gates and process options
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
@@ -40,6 +41,7 @@ class RenderOptions:
 
     feature_gates: MappingProxyType[str, bool] = field(default_factory=_default_gates)
     cluster_domain: str = "cluster.local"
+    namespace: str = "default"
     init_container_injection: bool = True
     probes_injection: bool = True
     login_shell: bool = False
@@ -57,13 +59,4 @@ class RenderOptions:
         if unknown:
             raise ValueError(f"unknown feature gate(s): {', '.join(unknown)}")
         merged = dict(self.feature_gates) | changes
-        return RenderOptions(
-            feature_gates=MappingProxyType(merged),
-            cluster_domain=self.cluster_domain,
-            init_container_injection=self.init_container_injection,
-            probes_injection=self.probes_injection,
-            login_shell=self.login_shell,
-            head_cluster_ip_service=self.head_cluster_ip_service,
-            kuberay_version=self.kuberay_version,
-            kubernetes_version=self.kubernetes_version,
-        )
+        return dataclasses.replace(self, feature_gates=MappingProxyType(merged))

@@ -1,0 +1,107 @@
+"""NetworkPolicies of `spec.networkPolicy` (gate RayClusterNetworkPolicy, raycluster.md §1.5.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from renderer import naming
+from renderer.build.pods import clone
+from renderer.model import RayCluster
+
+Manifest = dict[str, Any]
+
+
+def _policy(cluster: RayCluster, name: str, group: str, selector: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": name,
+            "namespace": cluster.namespace,
+            "labels": {
+                naming.RAY_CLUSTER: cluster.name,
+                naming.RAY_GROUP: group,
+                naming.APP_NAME: naming.KUBERAY_APP,
+                naming.APP_CREATED_BY: naming.KUBERAY_OPERATOR,
+                **cluster.source_labels,
+            },
+        },
+        "spec": {"podSelector": {"matchLabels": selector}},
+    }
+
+
+def _restrict(
+    policy: Manifest,
+    mode: str,
+    cluster: RayCluster,
+    rules: Manifest,
+    extra_ingress: list[Manifest],
+) -> None:
+    spec = policy["spec"]
+    same_cluster = {"podSelector": {"matchLabels": {naming.RAY_CLUSTER: cluster.name}}}
+    types: list[str] = []
+    if mode in ("DenyAll", "DenyAllIngress"):
+        types.append("Ingress")
+        spec["ingress"] = [
+            {"from": [clone(same_cluster)]},
+            *extra_ingress,
+            *clone(rules.get("ingressRules") or []),
+        ]
+    if mode in ("DenyAll", "DenyAllEgress"):
+        types.append("Egress")
+        spec["egress"] = [{"to": [clone(same_cluster)]}, *clone(rules.get("egressRules") or [])]
+    spec["policyTypes"] = types
+
+
+def build_network_policies(cluster: RayCluster, *, job_name: str | None = None) -> list[Manifest]:
+    """The head policy and one policy per worker group; `job_name` adds the submitter rule."""
+    config = cluster.spec.get("networkPolicy")
+    if config is None:
+        return []
+    mode = str(config.get("mode") or "DenyAll")
+    head = _policy(
+        cluster,
+        f"{cluster.name}-head",
+        naming.HEAD_GROUP,
+        {naming.RAY_CLUSTER: cluster.name, naming.RAY_NODE_TYPE: "head"},
+    )
+    extra: list[Manifest] = []
+    if job_name is not None:
+        params = cluster.head.get("rayStartParams") or {}
+        try:
+            port = int(params.get("dashboard-port", 8265))
+        except ValueError:
+            port = 8265
+        extra.append(
+            {
+                "from": [
+                    {
+                        "podSelector": {
+                            "matchLabels": {
+                                naming.RAY_ORIGIN_NAME: job_name,
+                                naming.RAY_ORIGIN_CRD: "RayJob",
+                            }
+                        }
+                    }
+                ],
+                "ports": [{"protocol": "TCP", "port": port}],
+            }
+        )
+    _restrict(head, mode, cluster, config.get("head") or {}, extra)
+    policies = [head]
+    overrides = {g["groupName"]: g for g in config.get("workerGroups") or []}
+    for group in cluster.workers:
+        policy = _policy(
+            cluster,
+            f"{cluster.name}-workers-{group.name}",
+            group.name,
+            {
+                naming.RAY_CLUSTER: cluster.name,
+                naming.RAY_NODE_TYPE: "worker",
+                naming.RAY_GROUP: group.name,
+            },
+        )
+        rules = overrides.get(group.name) or config.get("worker") or {}
+        _restrict(policy, mode, cluster, rules, [])
+        policies.append(policy)
+    return policies

@@ -1,0 +1,203 @@
+"""Head, serve and headless Services and the Ingress of a cluster (raycluster.md §3).
+
+The default head Service sorts its ports as KubeRay does; where KubeRay follows Go
+map order (custom head Service, serve Service) the ports are sorted by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from renderer import naming
+from renderer.build.pods import clone
+from renderer.model import RayCluster
+from renderer.options import RenderOptions
+
+Manifest = dict[str, Any]
+
+_DEFAULT_PORTS: Final = {
+    "client": 10001,
+    "gcs-server": 6379,
+    "dashboard": 8265,
+    "metrics": 8080,
+    "serve": 8000,
+}
+
+
+def service_ports(cluster: RayCluster) -> dict[str, int]:
+    """KubeRay's port set from the head template's Ray container (§3.1), name → port."""
+    container = cluster.head["template"]["spec"]["containers"][0]
+    declared = container.get("ports") or []
+    ports: dict[str, int] = {}
+    if not declared:
+        ports.update(_DEFAULT_PORTS)
+    for port in declared:
+        number = int(port["containerPort"])
+        ports[str(port.get("name") or f"{number}-port")] = number
+    ports.setdefault("metrics", 8080)
+    return ports
+
+
+def serve_ports(cluster: RayCluster) -> dict[str, int]:
+    """The entries of the port set named `serve` or `serve-*`."""
+    return {
+        name: port
+        for name, port in service_ports(cluster).items()
+        if name == "serve" or name.startswith("serve-")
+    }
+
+
+def head_selector(cluster: RayCluster) -> dict[str, str]:
+    """The head Service selector (§3.2): a template `app.kubernetes.io/name` is honoured."""
+    template_labels = (cluster.head["template"].get("metadata") or {}).get("labels") or {}
+    return {
+        naming.RAY_CLUSTER: cluster.name,
+        naming.RAY_NODE_TYPE: "head",
+        naming.RAY_IDENTIFIER: naming.identifier(cluster.name, "head"),
+        naming.APP_NAME: str(template_labels.get(naming.APP_NAME, naming.KUBERAY_APP)),
+        naming.APP_CREATED_BY: naming.KUBERAY_OPERATOR,
+    }
+
+
+def _service(name: str, cluster: RayCluster, labels: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": cluster.namespace,
+            "labels": {**labels, **cluster.source_labels},
+        },
+        "spec": {},
+    }
+
+
+def build_head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
+    """The head Service: KubeRay's default (§3.2) or the user's `headService` (§3.3)."""
+    head = cluster.head
+    selector = head_selector(cluster)
+    ports = service_ports(cluster)
+    service_type = head.get("serviceType")
+    annotations = dict(cluster.spec.get("headServiceAnnotations") or {})
+    custom = head.get("headService")
+    if custom is None:
+        service = _service(cluster.head_service_name, cluster, dict(selector))
+        if annotations:
+            service["metadata"]["annotations"] = annotations
+        spec = service["spec"]
+        if service_type:
+            spec["type"] = service_type
+        if service_type in (None, "", "ClusterIP") and not options.head_cluster_ip_service:
+            spec["clusterIP"] = "None"
+            spec["publishNotReadyAddresses"] = True
+        spec["selector"] = selector
+        spec["ports"] = [
+            {"name": name, "port": port, "appProtocol": "tcp"} for name, port in sorted(ports.items())
+        ]
+        return service
+    service = clone(custom)
+    service["apiVersion"] = "v1"
+    service["kind"] = "Service"
+    meta = service.setdefault("metadata", {})
+    meta["name"] = cluster.head_service_name
+    meta["namespace"] = cluster.namespace
+    merged_annotations = {**(meta.get("annotations") or {}), **annotations}
+    if merged_annotations:
+        meta["annotations"] = merged_annotations
+    meta["labels"] = {**(meta.get("labels") or {}), **selector, **cluster.source_labels}
+    spec = service.setdefault("spec", {})
+    spec["selector"] = selector
+    if not spec.get("type") and service_type:
+        spec["type"] = service_type
+    spec["ports"] = [*(spec.get("ports") or [])] + [
+        {"name": name, "port": port, "appProtocol": "tcp"} for name, port in sorted(ports.items())
+    ]
+    return service
+
+
+def build_serve_service(cluster: RayCluster) -> Manifest:
+    """The serve Service of a RayCluster annotated `ray.io/enable-serve-service: "true"` (§3.4)."""
+    labels = {
+        naming.RAY_ORIGIN_NAME: cluster.name,
+        naming.RAY_ORIGIN_CRD: "RayCluster",
+        naming.RAY_SERVE: f"{cluster.name}-serve",
+    }
+    service = _service(naming.serve_service_name(cluster.name), cluster, labels)
+    spec = service["spec"]
+    if cluster.head.get("serviceType"):
+        spec["type"] = cluster.head["serviceType"]
+    spec["selector"] = {naming.RAY_CLUSTER: cluster.name}
+    spec["ports"] = [{"name": n, "port": p} for n, p in sorted(serve_ports(cluster).items())]
+    return service
+
+
+def wants_serve_service(cluster: RayCluster) -> bool:
+    """KubeRay creates the serve Service only for the exact annotation value `true`."""
+    return cluster.annotations.get(naming.ANN_ENABLE_SERVE_SERVICE) == "true"
+
+
+def build_headless_service(cluster: RayCluster) -> Manifest:
+    """The headless worker Service, present when a group has `numOfHosts > 1` (§3.5)."""
+    service = _service(
+        naming.headless_service_name(cluster.name),
+        cluster,
+        {naming.RAY_HEADLESS_SVC: cluster.name},
+    )
+    service["spec"] = {
+        "type": "ClusterIP",
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {naming.RAY_CLUSTER: cluster.name, naming.RAY_NODE_TYPE: "worker"},
+    }
+    return service
+
+
+def build_ingress(cluster: RayCluster) -> Manifest:
+    """The dashboard Ingress of `headGroupSpec.enableIngress: true` (§3.6)."""
+    options = cluster.head.get("ingressOptions") or {}
+    annotations = {
+        k: v for k, v in cluster.annotations.items() if k != naming.ANN_INGRESS_CLASS
+    }
+    metadata: Manifest = {
+        "name": naming.ingress_name(cluster.name),
+        "namespace": cluster.namespace,
+        "labels": {
+            naming.RAY_CLUSTER: cluster.name,
+            naming.RAY_IDENTIFIER: naming.identifier(cluster.name, "head"),
+            naming.APP_NAME: naming.KUBERAY_APP,
+            naming.APP_CREATED_BY: naming.KUBERAY_OPERATOR,
+            **cluster.source_labels,
+        },
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    rule: Manifest = {}
+    if options.get("host"):
+        rule["host"] = options["host"]
+    rule["http"] = {
+        "paths": [
+            {
+                "path": options.get("path") or "/",
+                "pathType": options.get("pathType") or "Prefix",
+                "backend": {
+                    "service": {
+                        "name": cluster.head_service_name,
+                        "port": {"number": service_ports(cluster).get("dashboard", 8265)},
+                    }
+                },
+            }
+        ]
+    }
+    spec: Manifest = {}
+    ingress_class = cluster.annotations.get(naming.ANN_INGRESS_CLASS)
+    if ingress_class:
+        spec["ingressClassName"] = ingress_class
+    spec["rules"] = [rule]
+    if options.get("tls"):
+        spec["tls"] = clone(options["tls"])
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": metadata,
+        "spec": spec,
+    }

@@ -1,0 +1,249 @@
+"""The `kuberay` command: `render` and `validate`.
+
+The only module that writes output and chooses exit codes: 0 success, 1 differences
+(`--check`/`--diff`), 2 usage error or invalid input, 3 internal error (the only case
+with a traceback).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final, TextIO
+
+import click
+
+from renderer import compile as compiler
+from renderer import emit, output, sources
+from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
+from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
+
+EXIT_OK: Final = 0
+EXIT_DIFFERENT: Final = 1
+EXIT_INVALID: Final = 2
+EXIT_INTERNAL: Final = 3
+
+
+class _Exit(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _parse_gates(text: str | None) -> dict[str, bool]:
+    gates: dict[str, bool] = {}
+    if not text:
+        return gates
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or value.lower() not in ("true", "false"):
+            raise click.BadParameter(f"expected Name=true or Name=false, got {item.strip()!r}")
+        if name not in DEFAULT_FEATURE_GATES:
+            known = ", ".join(sorted(DEFAULT_FEATURE_GATES))
+            raise click.BadParameter(f"unknown feature gate {name!r}; known gates: {known}")
+        gates[name] = value.lower() == "true"
+    return gates
+
+
+def _options(params: dict[str, object]) -> RenderOptions:
+    gates = dict(DEFAULT_FEATURE_GATES) | _parse_gates(params.get("feature_gates"))  # type: ignore[arg-type]
+    return RenderOptions(
+        feature_gates=MappingProxyType(gates),
+        cluster_domain=str(params["cluster_domain"]),
+        namespace=str(params["namespace"]),
+        init_container_injection=bool(params["init_container_injection"]),
+        probes_injection=bool(params["probes_injection"]),
+        login_shell=bool(params["login_shell"]),
+        head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
+        kubernetes_version=str(params["kubernetes_version"]),
+    )
+
+
+_OPTION_DECORATORS = (
+    click.option(
+        "--feature-gates",
+        metavar="NAME=BOOL,...",
+        help="KubeRay feature gates, e.g. RayClusterNetworkPolicy=true (KubeRay's defaults otherwise).",
+    ),
+    click.option("--cluster-domain", default="cluster.local", show_default=True,
+                 help="Kubernetes cluster domain (KubeRay's CLUSTER_DOMAIN)."),
+    click.option("--namespace", "-n", default="default", show_default=True,
+                 help="Namespace for manifests that do not set one."),
+    click.option("--init-container-injection/--no-init-container-injection", default=True,
+                 show_default=True, help="Add KubeRay's wait-gcs-ready init container to workers."),
+    click.option("--probes-injection/--no-probes-injection", default=True, show_default=True,
+                 help="Add KubeRay's liveness and readiness probes."),
+    click.option("--login-shell/--no-login-shell", default=False, show_default=True,
+                 help="Run Ray containers with bash -l (KubeRay's ENABLE_LOGIN_SHELL)."),
+    click.option("--head-cluster-ip-service/--headless-head-service", default=False,
+                 show_default=True,
+                 help="Give the head Service a cluster IP (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE)."),
+    click.option("--kubernetes-version", default="1.33", show_default=True,
+                 help="Kubernetes version whose OpenAPI schemas check embedded objects."),
+    click.option("--strict", is_flag=True, help="Fail on warnings too."),
+)
+
+
+def _with_render_options(func):  # type: ignore[no-untyped-def]
+    for decorator in reversed(_OPTION_DECORATORS):
+        func = decorator(func)
+    return func
+
+
+def _report(diagnostics: Sequence[Diagnostic], err: TextIO) -> None:
+    if diagnostics:
+        err.write(format_diagnostics(diagnostics) + "\n")
+        err.write(summary(diagnostics) + "\n")
+
+
+def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.RenderResult:
+    options = _options(params)
+    documents, read_problems = sources.read_documents(paths, sys.stdin)
+    try:
+        result = compiler.render(documents, options)
+    except ManifestError as exc:
+        _report([*read_problems, *exc.diagnostics], sys.stderr)
+        raise _Exit(EXIT_INVALID) from exc
+    if read_problems:
+        _report([*read_problems, *result.warnings], sys.stderr)
+        raise _Exit(EXIT_INVALID)
+    if result.warnings:
+        _report(result.warnings, sys.stderr)
+        if params.get("strict"):
+            raise _Exit(EXIT_INVALID)
+    return result
+
+
+def _run(action: object, *args: object) -> None:
+    """Run a command body, mapping outcomes to exit codes; only internal errors show a traceback."""
+    try:
+        action(*args)  # type: ignore[operator]
+    except _Exit as done:
+        sys.exit(done.code)
+    except (click.ClickException, click.exceptions.Exit, SystemExit):
+        raise
+    except Exception:  # noqa: BLE001 - the one place that turns bugs into exit code 3
+        traceback.print_exc()
+        click.echo("internal error: please report this with the input that caused it", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
+@click.group()
+@click.version_option(package_name="kuberay-gitops")
+def main() -> None:
+    """Compile KubeRay manifests into the plain Kubernetes objects KubeRay would create."""
+
+
+def _read_existing(directory: Path) -> dict[str, str] | None:
+    """The renderer-owned files of `directory` (None when it is not ours)."""
+    marker = directory / output.MARKER
+    if not marker.exists():
+        return None
+    owned: dict[str, str] = {output.MARKER: marker.read_text(encoding="utf-8")}
+    for name in output.read_marker(owned[output.MARKER]):
+        path = directory / name
+        if path.is_file() and path.parent == directory:
+            owned[name] = path.read_text(encoding="utf-8")
+    return owned
+
+
+def _write_directory(directory: Path, files: dict[str, str], existing: dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        if existing.get(name) == content:
+            continue
+        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(content)
+        Path(temp).replace(directory / name)
+    for name in existing:
+        if name not in files:
+            (directory / name).unlink(missing_ok=True)
+
+
+def _differences(files: dict[str, str], existing: dict[str, str]) -> list[str]:
+    return sorted(
+        name for name in set(files) | set(existing) if files.get(name) != existing.get(name)
+    )
+
+
+def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
+    output_dir = params.get("output_dir")
+    check, diff = bool(params.get("check")), bool(params.get("diff"))
+    if (check or diff) and output_dir is None:
+        raise click.UsageError("--check and --diff compare against a directory: add --output-dir DIR")
+    result = _compile(paths, params)
+    if not result.objects and not params.get("allow_empty"):
+        click.echo(
+            "error: the input holds no objects to render (pass --allow-empty if that is expected)",
+            err=True,
+        )
+        raise _Exit(EXIT_INVALID)
+    if output_dir is None:
+        sys.stdout.write(emit.dump_all(result.objects))
+        return
+    directory = Path(str(output_dir))
+    files = output.plan_directory(result.objects)
+    existing = _read_existing(directory) if directory.exists() else {}
+    if existing is None:
+        if any(directory.iterdir()):
+            click.echo(
+                f"error: {directory} is not empty and was not written by kuberay render "
+                f"(no {output.MARKER} file); refusing to write into it",
+                err=True,
+            )
+            raise _Exit(EXIT_INVALID)
+        existing = {}
+    if check or diff:
+        changed = _differences(files, existing)
+        if diff:
+            for name in changed:
+                sys.stdout.writelines(
+                    difflib.unified_diff(
+                        existing.get(name, "").splitlines(keepends=True),
+                        files.get(name, "").splitlines(keepends=True),
+                        fromfile=f"{directory}/{name}",
+                        tofile=f"{directory}/{name} (rendered)",
+                    )
+                )
+        elif changed:
+            for name in changed:
+                state = "missing" if name not in existing else "stale" if name not in files else "differs"
+                click.echo(f"{directory}/{name}: {state}", err=True)
+        if changed:
+            click.echo(f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True)
+            raise _Exit(EXIT_DIFFERENT)
+        return
+    _write_directory(directory, files, existing)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
+              help="Write one file per object, with a kustomization.yaml, into DIR.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if DIR differs from a fresh render.")
+@click.option("--diff", is_flag=True, help="Write nothing; print a unified diff against DIR.")
+@click.option("--allow-empty", is_flag=True, help="Succeed even when nothing is rendered.")
+@_with_render_options
+def render(paths: tuple[str, ...], **params: object) -> None:
+    """Render RayCluster manifests (files, directories or - for stdin) into Kubernetes objects."""
+    _run(_render, paths, params)
+
+
+def _validate(paths: tuple[str, ...], params: dict[str, object]) -> None:
+    result = _compile(paths, params)
+    click.echo(f"ok: {len(result.objects)} objects would be rendered", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True)
+@_with_render_options
+def validate(paths: tuple[str, ...], **params: object) -> None:
+    """Check manifests and report every problem, writing nothing."""
+    _run(_validate, paths, params)

@@ -1,0 +1,181 @@
+"""The compiler: checked documents in, ordered Kubernetes objects out.
+
+Dispatches each document by kind, collects every problem of every document before
+building anything, rejects two objects with the same identity, and orders the
+result by kind rank, namespace and name. Pure: no files, clock or environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from renderer import schemas
+from renderer.build import cluster as cluster_build
+from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
+from renderer.model import Document, ObjectKey, document_namespace, parse_raycluster
+from renderer.options import RenderOptions
+from renderer.rules.raycluster import check_raycluster
+
+Manifest = dict[str, Any]
+Builder = Callable[[Manifest, RenderOptions], tuple[list[Problem], list[Manifest]]]
+
+# Dependencies first, the way GitOps tools and Helm apply them; unknown kinds sort after these.
+KIND_ORDER: Final = (
+    "Namespace",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "NetworkPolicy",
+    "Issuer",
+    "Certificate",
+    "Ingress",
+    "Gateway",
+    "HTTPRoute",
+    "Deployment",
+    "Pod",
+    "Job",
+)
+_RANK: Final = {kind: rank for rank, kind in enumerate(KIND_ORDER)}
+RAY_GROUP: Final = "ray.io"
+
+
+@dataclass(frozen=True, slots=True)
+class RenderResult:
+    """The objects to write, in output order, and any warnings."""
+
+    objects: tuple[Manifest, ...]
+    warnings: tuple[Diagnostic, ...] = ()
+
+
+def object_key(obj: Manifest) -> ObjectKey:
+    """The identity of an output object."""
+    meta = obj.get("metadata") or {}
+    return ObjectKey(
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def sort_key(obj: Manifest) -> tuple[int, str, str, str, str]:
+    """Kind rank, then API version and kind for unknown kinds, then namespace and name."""
+    key = object_key(obj)
+    return (_RANK.get(key.kind, len(_RANK)), key.kind, key.api_version, key.namespace, key.name)
+
+
+def _context(data: Manifest, options: RenderOptions) -> str:
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    name = (meta or {}).get("name") or "<no name>"
+    namespace = (meta or {}).get("namespace") or options.namespace
+    return f"{data.get('kind') or '<no kind>'} {namespace}/{name}"
+
+
+def _build_raycluster(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+    problems = check_raycluster(doc, options)
+    meta = doc["metadata"]
+    spec = doc["spec"]
+    managed_by = spec.get("managedBy")
+    if managed_by not in (None, "ray.io/kuberay-operator"):
+        return problems, []
+    cluster = parse_raycluster(
+        meta["name"],
+        document_namespace(doc, options),
+        spec,
+        labels=meta.get("labels"),
+        annotations=meta.get("annotations"),
+    )
+    problems.extend(cluster_build.check_cluster(cluster))
+    if any(p.severity == "error" for p in problems):
+        return problems, []
+    return problems, cluster_build.build_cluster(cluster, options)
+
+
+def _not_supported(kind: str, issue: str) -> Builder:
+    def build(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+        return [Problem(("kind",), f"{kind} is not supported yet by kuberay render ({issue})")], []
+
+    return build
+
+
+BUILDERS: dict[str, Builder] = {
+    "RayCluster": _build_raycluster,
+    "RayJob": _not_supported("RayJob", "coming with the RayJob support"),
+    "RayService": _not_supported("RayService", "coming with the RayService support"),
+    "RayCronJob": _not_supported("RayCronJob", "render a RayJob and schedule it yourself"),
+}
+
+
+def _pass_through(data: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+    problems: list[Problem] = []
+    meta = data.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        problems.append(Problem(("metadata", "name"), "missing required field \"name\""))
+    return problems, [] if problems else [data]
+
+
+def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+    """Check and build one document; problems carry paths inside it."""
+    if not isinstance(data, dict):
+        return [Problem((), f"expected a Kubernetes object (a mapping), got {show(data)}")], []
+    problems: list[Problem] = []
+    for field in ("apiVersion", "kind"):
+        if not isinstance(data.get(field), str) or not data.get(field):
+            problems.append(Problem((field,), f"missing required field \"{field}\""))
+    if problems:
+        return problems, []
+    group = str(data["apiVersion"]).partition("/")[0] if "/" in data["apiVersion"] else ""
+    if group != RAY_GROUP:
+        return _pass_through(data, options)
+    problems = schemas.check(data, kubernetes_version=options.kubernetes_version)
+    if any(p.severity == "error" for p in problems):
+        return problems, []
+    builder = BUILDERS.get(str(data["kind"]))
+    if builder is None:  # schemas.check has reported the unknown kind already
+        return problems, []
+    more, objects = builder(data, options)
+    return problems + more, objects
+
+
+def render(documents: Sequence[Document], options: RenderOptions | None = None) -> RenderResult:
+    """Compile every document; raise ManifestError listing every problem if there is any error."""
+    options = options or RenderOptions()
+    diagnostics: list[Diagnostic] = []
+    built: list[tuple[Manifest, Origin]] = []
+    for document in documents:
+        if document.data is None:
+            continue  # an empty document, e.g. a trailing `---`
+        origin = document.origin
+        if isinstance(document.data, dict):
+            origin = dataclasses.replace(origin, context=_context(document.data, options))
+        problems, objects = compile_document(document.data, options)
+        diagnostics.extend(Diagnostic(origin, p) for p in problems)
+        built.extend((obj, origin) for obj in objects)
+    seen: dict[ObjectKey, Origin] = {}
+    for obj, origin in built:
+        key = object_key(obj)
+        if key in seen:
+            first = seen[key]
+            diagnostics.append(
+                Diagnostic(
+                    origin,
+                    Problem(
+                        ("metadata", "name"),
+                        f"{key.kind} {key.namespace or '<cluster>'}/{key.name} is produced twice "
+                        f"(also by document {first.index} of {first.file})",
+                    ),
+                )
+            )
+        else:
+            seen[key] = origin
+    if any(d.problem.severity == "error" for d in diagnostics):
+        raise ManifestError(diagnostics)
+    ordered = sorted((obj for obj, _ in built), key=sort_key)
+    return RenderResult(objects=tuple(ordered), warnings=tuple(diagnostics))

@@ -1,0 +1,171 @@
+"""Object names, label and annotation keys, and Kubernetes name rules.
+
+Owns every key the renderer writes and every name it derives, KubeRay's
+(reference raycluster.md §1.2-§1.3) and the project's own deterministic ones
+(DESIGN §2). Pure string functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from typing import Any, Final
+
+# KubeRay's label keys (raycluster.md §1.3).
+RAY_CLUSTER: Final = "ray.io/cluster"
+RAY_NODE_TYPE: Final = "ray.io/node-type"
+RAY_GROUP: Final = "ray.io/group"
+RAY_IS_RAY_NODE: Final = "ray.io/is-ray-node"
+RAY_IDENTIFIER: Final = "ray.io/identifier"
+RAY_REPLICA_INDEX: Final = "ray.io/worker-group-replica-index"
+RAY_REPLICA_NAME: Final = "ray.io/worker-group-replica-name"
+RAY_HOST_INDEX: Final = "ray.io/replica-host-index"
+RAY_HEADLESS_SVC: Final = "ray.io/headless-worker-svc"
+RAY_SERVE: Final = "ray.io/serve"
+RAY_ORIGIN_NAME: Final = "ray.io/originated-from-cr-name"
+RAY_ORIGIN_CRD: Final = "ray.io/originated-from-crd"
+RAY_JOB_SUBMISSION_MODE: Final = "ray.io/job-submission-mode"
+APP_NAME: Final = "app.kubernetes.io/name"
+APP_CREATED_BY: Final = "app.kubernetes.io/created-by"
+APP_COMPONENT: Final = "app.kubernetes.io/component"
+
+# KubeRay's annotation keys.
+ANN_FT_ENABLED: Final = "ray.io/ft-enabled"
+ANN_STORAGE_NS: Final = "ray.io/external-storage-namespace"
+ANN_KUBERAY_VERSION: Final = "ray.io/kuberay-version"
+ANN_OVERWRITE_CMD: Final = "ray.io/overwrite-container-cmd"
+ANN_ENABLE_SERVE_SERVICE: Final = "ray.io/enable-serve-service"
+ANN_INGRESS_CLASS: Final = "kubernetes.io/ingress.class"
+
+# The project's own keys (DESIGN §1): what the syncer uses to find its work.
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE: Final = "kuberay-render"
+ORIGIN_KIND: Final = "kuberay.io/origin-kind"
+ORIGIN_NAME: Final = "kuberay.io/origin-name"
+TEMPLATE_HASH: Final = "kuberay.io/pod-template-hash"
+
+KUBERAY_APP: Final = "kuberay"
+KUBERAY_OPERATOR: Final = "kuberay-operator"
+HEAD_GROUP: Final = "headgroup"
+
+# Alphabet KubeRay draws multi-host replica names from (utils.go); we derive from a hash instead.
+_REPLICA_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+_BASE36: Final = string.digits + string.ascii_lowercase
+_DNS1123_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_DNS1123_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_name(name: str) -> str:
+    """KubeRay's CheckName: keep the last 50 characters, then fix a digit or punctuation start."""
+    if len(name) > 50:
+        name = name[-50:]
+    if name and name[0].isdigit():
+        name = "r" + name[1:]
+    if name and name[0] in string.punctuation:
+        name = "r" + name[1:]
+    return name
+
+
+def check_label(value: str) -> str:
+    """KubeRay's CheckLabel: keep the last 63 characters, then fix a punctuation start."""
+    if len(value) > 63:
+        value = value[-63:]
+    if value and value[0] in string.punctuation:
+        value = "r" + value[1:]
+    return value
+
+
+def head_service_name(cluster: str) -> str:
+    """`<C>-head-svc`, KubeRay's default head Service name."""
+    return f"{cluster}-head-svc"
+
+
+def serve_service_name(cluster: str) -> str:
+    """`<C>-serve-svc`."""
+    return f"{cluster}-serve-svc"
+
+
+def headless_service_name(cluster: str) -> str:
+    """`<C>-headless`, the worker Service of multi-host groups."""
+    return f"{cluster}-headless"
+
+
+def ingress_name(cluster: str) -> str:
+    """KubeRay's Ingress name, `CheckName(<C>-head-ingress)`."""
+    return check_name(f"{cluster}-head-ingress")
+
+
+def gcs_pvc_name(cluster: str) -> str:
+    """`<C>-gcs-pvc`, the operator-managed RocksDB volume claim."""
+    return f"{cluster}-gcs-pvc"
+
+
+def identifier(cluster: str, node_type: str) -> str:
+    """The `ray.io/identifier` label value for head or worker pods."""
+    return check_label(f"{cluster}-{node_type}")
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 characters kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_hash(value: Any, length: int = 5) -> str:
+    """A short base-36 hash of the canonical JSON of `value` (DESIGN §2)."""
+    digest = hashlib.sha256(canonical_json(value).encode()).digest()
+    number = int.from_bytes(digest[:16], "big")
+    chars = []
+    for _ in range(length):
+        number, rem = divmod(number, 36)
+        chars.append(_BASE36[rem])
+    return "".join(chars)
+
+
+def replica_name(group: str, cluster: str, replica: int, template_hash: str) -> str:
+    """Deterministic stand-in for KubeRay's random multi-host replica name `<G>-xxxxx`."""
+    digest = hashlib.sha256(f"{cluster}/{group}/{replica}/{template_hash}".encode()).digest()
+    number = int.from_bytes(digest[:8], "big")
+    chars = []
+    for _ in range(5):
+        number, rem = divmod(number, len(_REPLICA_ALPHABET))
+        chars.append(_REPLICA_ALPHABET[rem])
+    return f"{group}-{''.join(chars)}"
+
+
+def _fit(prefix: str, suffix: str, limit: int = 63) -> str:
+    room = limit - len(suffix)
+    return prefix[:room].rstrip("-.") + suffix
+
+
+def head_pod_name(cluster: str, template_hash: str) -> str:
+    """`<c>-head-<hash>`: KubeRay's head prefix with the template hash for the random part."""
+    return _fit(cluster[:50].lower(), f"-head-{template_hash}")
+
+
+def worker_pod_name(cluster: str, group: str, template_hash: str, index: int) -> str:
+    """`<c>-<g>-worker-<hash>-<index>`, within 63 characters.
+
+    The prefix is cut as if the index had 5 digits, so scaling a group never renames
+    the pods it already has.
+    """
+    prefix = f"{cluster}-{group}"[:50].lower()
+    room = 63 - len(f"-worker-{template_hash}-") - 5
+    return prefix[:room].rstrip("-.") + f"-worker-{template_hash}-{index}"
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """Whether `name` may name a Pod, Service or ConfigMap."""
+    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
+
+
+def is_dns1123_label(name: str) -> bool:
+    """Whether `name` is a DNS-1123 label (63 characters at most)."""
+    return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
+
+
+def is_dns1035_label(name: str) -> bool:
+    """Whether `name` is a DNS-1035 label (starts with a letter)."""
+    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))

@@ -1,0 +1,166 @@
+"""Reading user input: files, directories and stdin, split into located documents.
+
+Loading uses libyaml through PyYAML (a C parser: rendering thousands of manifests
+must cost about what loading them costs). Semantics are YAML 1.1, the way kubectl
+and Argo CD read manifests, except that timestamps stay strings. Line and column
+numbers are found only when a problem needs them, by composing the file again.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import yaml
+
+from renderer.errors import Diagnostic, JsonPath, Origin, Problem
+from renderer.model import Document
+
+STDIN: Final = "-"
+STDIN_NAME: Final = "<stdin>"
+SUFFIXES: Final = (".yaml", ".yml")
+# A directory holding this file is an output of `kuberay render --output-dir`: never input.
+OUTPUT_MARKER: Final = ".kuberay-render"
+
+
+class _DuplicateKeyError(yaml.MarkedYAMLError):
+    pass
+
+
+class _Loader(yaml.CSafeLoader):
+    """libyaml's safe loader that rejects duplicate keys and keeps timestamps as strings."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            try:
+                duplicate = key in seen
+            except TypeError:  # an unhashable key: let the base class report it
+                break
+            if duplicate:
+                raise _DuplicateKeyError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first at line {seen[key].start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+def _position(node: yaml.Node | None, path: JsonPath) -> tuple[int, int]:
+    """The 1-based line and column of `path` below `node` (or of its nearest ancestor)."""
+    if node is None:
+        return (1, 1)
+    best = node.start_mark
+    for step in path:
+        found: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == step:
+                    scalar = isinstance(value_node, yaml.ScalarNode)
+                    best = value_node.start_mark if scalar else key_node.start_mark
+                    found = value_node
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+            if 0 <= step < len(node.value):
+                found = node.value[step]
+                best = found.start_mark
+        if found is None:
+            break
+        node = found
+    return (best.line + 1, best.column + 1)
+
+
+class _Locator:
+    """Finds positions in one document of a file, composing the file only once, on demand."""
+
+    def __init__(self, text: str, index: int) -> None:
+        self._text = text
+        self._index = index
+
+    @functools.cached_property
+    def _root(self) -> yaml.Node | None:
+        try:
+            nodes = list(yaml.compose_all(self._text, Loader=yaml.CSafeLoader))
+        except yaml.YAMLError:
+            return None
+        return nodes[self._index] if self._index < len(nodes) else None
+
+    def __call__(self, path: JsonPath) -> tuple[int, int]:
+        return _position(self._root, path)
+
+
+def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
+    """Split one file's text into documents; a YAML error is one diagnostic for the file."""
+    try:
+        datas = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = f"invalid YAML: {exc.problem or exc.context}"
+        origin = Origin(name, 1, lambda _path: (line, col))
+        return [], [Diagnostic(origin, Problem((), message))]
+    except yaml.YAMLError as exc:
+        return [], [Diagnostic(Origin(name, 1), Problem((), f"invalid YAML: {exc}"))]
+    documents = [
+        Document(data, Origin(name, index + 1, _Locator(text, index)))
+        for index, data in enumerate(datas)
+    ]
+    return documents, []
+
+
+def _expand(path: Path) -> Iterator[Path]:
+    if not path.is_dir():
+        yield path
+        return
+    if (path / OUTPUT_MARKER).exists():
+        return
+    for child in sorted(path.iterdir()):
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            yield from _expand(child)
+        elif child.suffix in SUFFIXES:
+            yield child
+
+
+def read_documents(
+    paths: Sequence[str], stdin: TextIO | None = None
+) -> tuple[list[Document], list[Diagnostic]]:
+    """Read every input path (file, directory, or `-`); return documents and read problems."""
+    documents: list[Document] = []
+    diagnostics: list[Diagnostic] = []
+    for raw in paths:
+        if raw == STDIN:
+            text = stdin.read() if stdin is not None else ""
+            docs, problems = parse_text(text, STDIN_NAME)
+            documents.extend(docs)
+            diagnostics.extend(problems)
+            continue
+        root = Path(raw)
+        if not root.exists():
+            diagnostics.append(
+                Diagnostic(Origin(raw, 1), Problem((), "no such file or directory"))
+            )
+            continue
+        for file in _expand(root):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                diagnostics.append(
+                    Diagnostic(Origin(str(file), 1), Problem((), f"cannot read the file: {exc}"))
+                )
+                continue
+            docs, problems = parse_text(text, str(file))
+            documents.extend(docs)
+            diagnostics.extend(problems)
+    return documents, diagnostics

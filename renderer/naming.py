@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import string
+from types import MappingProxyType
 from typing import Any, Final
 
 # KubeRay's label keys (raycluster.md §1.3).
@@ -169,3 +170,32 @@ def is_dns1123_label(name: str) -> bool:
 def is_dns1035_label(name: str) -> bool:
     """Whether `name` is a DNS-1035 label (starts with a letter)."""
     return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))
+
+
+# The intent ConfigMap: the renderer's record, for the syncer, of what git asked for
+# (the syncer has no access to git). One per RayJob / RayService.
+ROLE: Final = "kuberay.io/role"
+ROLE_INTENT: Final = "intent"
+INTENT_KEY: Final = "intent.json"
+# Set by the syncer (never by git): what the serve Service of a RayService selects,
+# and the pod annotation that asks a RayJob cluster pod to stop Ray and exit 0.
+SERVE_ACTIVE: Final = "kuberay.io/serve-active"
+SHUTDOWN_REQUESTED: Final = "kuberay.io/shutdown-requested"
+CLUSTER_READY_GATE: Final = "kuberay.io/cluster-ready"
+RUN_ANNOTATION: Final = "kuberay.io/run"
+PRUNE_PROTECTION: Final = MappingProxyType(
+    {
+        "argocd.argoproj.io/sync-options": "Prune=false",
+        "kustomize.toolkit.fluxcd.io/prune": "disabled",
+    }
+)
+
+
+def intent_configmap_name(origin_name: str) -> str:
+    """`<name>-kuberay-intent`: the ConfigMap that carries a RayJob's or RayService's spec."""
+    return f"{origin_name}-kuberay-intent"
+
+
+def status_configmap_name(origin_name: str) -> str:
+    """`<name>-kuberay-status`: the syncer's status record (DESIGN §1)."""
+    return f"{origin_name}-kuberay-status"

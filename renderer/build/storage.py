@@ -30,10 +30,7 @@ def build_gcs_pvc(cluster: RayCluster) -> list[Manifest]:
     }
     if storage.get("deletionPolicy") == "Retain":
         # No ownerReference in KubeRay; for GitOps, keep the claim when the cluster leaves git.
-        metadata["annotations"] = {
-            "argocd.argoproj.io/sync-options": "Prune=false",
-            "kustomize.toolkit.fluxcd.io/prune": "disabled",
-        }
+        metadata["annotations"] = dict(naming.PRUNE_PROTECTION)
     return [
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
     ]

@@ -1,0 +1,231 @@
+"""Start and stop one loopback-only Ray head for end-to-end tests.
+
+`RayHead.start()` runs `ray start --head --block` in its own process session, on free
+127.0.0.1 ports for every listener, and waits until the dashboard answers. `stop()` ends
+that session by PID (SIGTERM to `ray start`, then SIGKILL to whatever is left in the
+session). It never calls `ray stop`, which kills every Ray process on the machine.
+Facts and traps: ../shared/reference/ray-test-head.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 20.0
+# Ports that `ray start` takes as flags; two more are taken through the environment.
+_PORT_FLAGS = (
+    "--port",
+    "--dashboard-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+    "--ray-client-server-port",
+)
+_PORT_ENV = ("DASHBOARD_METRIC_PORT", "AUTOSCALER_METRIC_PORT")
+
+
+class RayHeadError(RuntimeError):
+    """The Ray head could not be started; the message carries the tail of its log."""
+
+
+def free_ports(count: int) -> list[int]:
+    """Return `count` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def session_pids(sid: int) -> list[int]:
+    """PIDs of the live processes whose session id is `sid` (Linux /proc)."""
+    pids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process ended while we looked
+            continue
+        # Field 2 (comm) may hold spaces and parentheses; the fields after its last ")"
+        # are: state ppid pgrp session ...
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@dataclass
+class RayHead:
+    """One Ray head on 127.0.0.1, owned by this process."""
+
+    num_cpus: int = 2
+    object_store_bytes: int = 200_000_000
+    job_start_timeout_s: int = 30
+    extra_env: dict[str, str] = field(default_factory=dict)
+    dashboard_url: str = ""
+    gcs_address: str = ""
+    serve_port: int = 0
+    temp_dir: Path | None = None
+    log_path: Path | None = None
+    startup_s: float = 0.0
+    _proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        """PID of the `ray start --block` process, which leads its own session."""
+        if self._proc is None:
+            raise RayHeadError("the Ray head is not running")
+        return self._proc.pid
+
+    def start(self) -> None:
+        """Start the head and wait until `GET /api/version` answers.
+
+        Raises:
+            RayHeadError: `ray` is missing, the process exited, or the dashboard did not
+                answer within START_TIMEOUT_S; the head is stopped before raising.
+        """
+        bin_dir = Path(sys.executable).parent
+        ray = bin_dir / "ray"
+        if not ray.exists():
+            raise RayHeadError(f"{ray} not found: install 'ray[default,serve]' into the venv")
+        # AF_UNIX socket paths under the session dir must stay below 108 bytes.
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+        self.log_path = self.temp_dir / "ray-start.log"
+        ports = free_ports(len(_PORT_FLAGS) + len(_PORT_ENV) + 1)
+        flag_ports = dict(zip(_PORT_FLAGS, ports, strict=False))
+        env_ports = dict(zip(_PORT_ENV, ports[len(_PORT_FLAGS) :], strict=False))
+        self.serve_port = ports[-1]
+        self.gcs_address = f"127.0.0.1:{flag_ports['--port']}"
+        self.dashboard_url = f"http://127.0.0.1:{flag_ports['--dashboard-port']}"
+        command = [
+            str(ray),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            "--dashboard-host=127.0.0.1",
+            *(f"{flag}={port}" for flag, port in flag_ports.items()),
+            f"--num-cpus={self.num_cpus}",
+            f"--object-store-memory={self.object_store_bytes}",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+            f"--temp-dir={self.temp_dir}",
+        ]
+        env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+        env.update({key: str(port) for key, port in env_ports.items()})
+        env.update(
+            {
+                # Keeps 127.0.0.1 as the node IP, so every listener stays on loopback.
+                "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                "RAY_USAGE_STATS_ENABLED": "0",
+                # Without it, SIGTERM drains for 30 s while Serve actors exist.
+                "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+                # A job PENDING on resources ignores stop until this timeout.
+                "RAY_JOB_START_TIMEOUT_SECONDS": str(self.job_start_timeout_s),
+                # `python` in an entrypoint resolves through this PATH.
+                "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(self.extra_env)
+        began = time.monotonic()
+        with self.log_path.open("wb") as log:
+            self._proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.temp_dir,
+                start_new_session=True,
+            )
+        try:
+            self._wait_until_answering(began + START_TIMEOUT_S)
+        except RayHeadError:
+            self.stop()
+            raise
+        self.startup_s = time.monotonic() - began
+
+    def _wait_until_answering(self, deadline: float) -> None:
+        proc = self._proc
+        assert proc is not None
+        url = f"{self.dashboard_url}/api/version"
+        # Loopback only: environment proxies must not see these requests.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise RayHeadError(
+                    f"`ray start` exited with code {code} before the dashboard answered; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            with (
+                contextlib.suppress(OSError, ValueError),
+                opener.open(url, timeout=2) as reply,
+            ):
+                if "ray_version" in json.loads(reply.read()):
+                    return
+            if time.monotonic() > deadline:
+                raise RayHeadError(
+                    f"the Ray dashboard at {self.dashboard_url} did not answer within "
+                    f"{START_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(0.2)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """Return the last lines of the `ray start` output."""
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> list[int]:
+        """Stop the head by PID and remove its temp dir.
+
+        Returns:
+            The PIDs that were still alive after `ray start` exited and had to be killed.
+        """
+        proc = self._proc
+        if proc is None:
+            return []
+        sid = proc.pid
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=STOP_TIMEOUT_S)
+        leftovers = session_pids(sid)
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while session_pids(sid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._proc = None
+        if self.temp_dir is not None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return leftovers

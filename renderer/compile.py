@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from renderer import schemas
 from renderer.build import cluster as cluster_build
+from renderer.build import rayservice as rayservice_build
 from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
 from renderer.model import Document, ObjectKey, document_namespace, parse_raycluster
 from renderer.options import RenderOptions
@@ -44,6 +45,7 @@ KIND_ORDER: Final = (
 )
 _RANK: Final = {kind: rank for rank, kind in enumerate(KIND_ORDER)}
 RAY_GROUP: Final = "ray.io"
+_NAME_PATHS: Final = (("metadata", "name"), ("metadata", "namespace"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,7 @@ def _not_supported(kind: str, issue: str) -> Builder:
 BUILDERS: dict[str, Builder] = {
     "RayCluster": _build_raycluster,
     "RayJob": _not_supported("RayJob", "coming with the RayJob support"),
-    "RayService": _not_supported("RayService", "coming with the RayService support"),
+    "RayService": rayservice_build.build_rayservice,
     "RayCronJob": _not_supported("RayCronJob", "render a RayJob and schedule it yourself"),
 }
 
@@ -135,13 +137,16 @@ def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], 
     if group != RAY_GROUP:
         return _pass_through(data, options)
     problems = schemas.check(data, kubernetes_version=options.kubernetes_version)
-    if any(p.severity == "error" for p in problems):
-        return problems, []
+    errors = [p for p in problems if p.severity == "error"]
     builder = BUILDERS.get(str(data["kind"]))
     if builder is None:  # schemas.check has reported the unknown kind already
         return problems, []
+    if errors and not all(p.path[:2] in _NAME_PATHS for p in errors):
+        return problems, []
+    # A bad name or namespace alone still lets the semantic rules run, so that the user
+    # sees every problem of the spec at once; nothing is built.
     more, objects = builder(data, options)
-    return problems + more, objects
+    return problems + more, [] if errors else objects
 
 
 def render(documents: Sequence[Document], options: RenderOptions | None = None) -> RenderResult:

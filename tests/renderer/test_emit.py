@@ -1,0 +1,74 @@
+"""The emitter writes canonical YAML that every reader reads back as the same data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from renderer import emit
+
+_RUAMEL = YAML(typ="safe", pure=True)
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+    st.sampled_from(
+        ["yes", "No", "on", "OFF", "~", "null", "1e3", "0x1f", "0o17", "1:20", "2024-01-01", "5Gi",
+         "500m", "-", "- a", "a: b", "#x", "x #y", "'q'", '"d"', "@a", "`b", "|", ">", "*a", "&a",
+         "!t", "%p", "{a}", "[b]", "a,b", "\t", " lead", "trail ", "a\nb", "a\nb\n", "\na", "a\n\n",
+         "\x85", "\u2028", "\ufeff", ".inf", "-.5", "+1", "=", "<<", "ray start  --x ", "$VAR"]
+    ),
+)
+keys = st.one_of(st.text(max_size=20), st.sampled_from(["yes", "n", "1", "a b", "apiVersion"]))
+values = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(keys, values, max_size=6))
+def test_dump_round_trips_through_pyyaml_and_ruamel(document: dict[str, Any]) -> None:
+    text = emit.dump(document)
+    assert yaml.safe_load(text) == document
+    assert _RUAMEL.load(text) == document
+
+
+def test_keys_come_well_known_first_then_sorted() -> None:
+    text = emit.dump({"spec": {"b": 1, "a": 2}, "zeta": 1, "kind": "Pod", "apiVersion": "v1",
+                      "metadata": {"namespace": "ns", "labels": {}, "name": "x"}})
+    assert text.splitlines() == [
+        "apiVersion: v1",
+        "kind: Pod",
+        "metadata:",
+        "  name: x",
+        "  namespace: ns",
+        "  labels: {}",
+        "spec:",
+        "  a: 2",
+        "  b: 1",
+        "zeta: 1",
+    ]
+
+
+def test_strings_that_other_readers_would_retype_are_quoted() -> None:
+    text = emit.dump({"a": "yes", "b": "8080", "c": "5Gi", "d": "true"})
+    assert text == 'a: "yes"\nb: "8080"\nc: 5Gi\nd: "true"\n'
+
+
+def test_multi_line_strings_use_literal_blocks_when_clean() -> None:
+    assert emit.dump({"s": "a\nb\n"}) == "s: |\n  a\n  b\n"
+    assert emit.dump({"s": "a\nb"}) == "s: |-\n  a\n  b\n"
+    assert emit.dump({"s": "a \nb"}) == 's: "a \\nb"\n'
+
+
+def test_documents_are_separated_and_end_with_one_newline() -> None:
+    assert emit.dump_all([{"a": 1}, {"b": [1, {"c": 2}]}]) == "a: 1\n---\nb:\n- 1\n- c: 2\n"

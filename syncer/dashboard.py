@@ -424,7 +424,10 @@ class HttpDashboard:
         headers = dict(self._headers)
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            try:
+                data = json.dumps(body).encode()
+            except (TypeError, ValueError) as exc:
+                raise PermanentError(f"{method} {url}: body is not JSON: {exc}") from exc
             headers["Content-Type"] = "application/json"
         began = time.monotonic()
         try:
@@ -433,13 +436,8 @@ class HttpDashboard:
                 reply = _Reply(method, url, response.status, response.read(), None)
         except urllib.error.HTTPError as exc:
             with exc:
-                reply = _Reply(
-                    method,
-                    url,
-                    exc.code,
-                    exc.read(),
-                    exc.headers.get("Retry-After") if exc.headers else None,
-                )
+                retry_after = exc.headers.get("Retry-After") if exc.headers else None
+                reply = _Reply(method, url, exc.code, _error_body(exc), retry_after)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             # Refused or reset connections, DNS failures, timeouts (TimeoutError is an OSError),
             # and an error body cut short.
@@ -478,6 +476,13 @@ class _Reply:
             f"{self.method} {self.url}: {self.status} {summary}",
             retry_after=_retry_after(self.retry_after_header),
         )
+
+
+def _error_body(exc: urllib.error.HTTPError) -> bytes:
+    try:
+        return exc.read()
+    except (OSError, http.client.HTTPException):  # the status alone still classifies it
+        return b""
 
 
 def _retry_after(value: str | None) -> float | None:

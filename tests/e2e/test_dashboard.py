@@ -495,6 +495,8 @@ def test_unreachable_and_slow_dashboards_are_transient(stub: Stub) -> None:
     slow = HttpDashboard(stub.url, timeout=0.3)
     with pytest.raises(TransientError, match="timed out"):
         slow.get_job("hang")
+    with pytest.raises(PermanentError, match="body is not JSON"):
+        slow.put_serve_applications({"applications": {1, 2}})
     with pytest.raises(ValueError, match="http or https"):
         HttpDashboard("127.0.0.1:8265", timeout=1)
 

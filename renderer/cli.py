@@ -12,10 +12,10 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, TextIO
+from typing import Final, TextIO, TypeVar
 
 import click
 
@@ -30,7 +30,7 @@ EXIT_INVALID: Final = 2
 EXIT_INTERNAL: Final = 3
 
 
-class _Exit(Exception):
+class _ExitError(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
@@ -69,28 +69,60 @@ _OPTION_DECORATORS = (
     click.option(
         "--feature-gates",
         metavar="NAME=BOOL,...",
-        help="KubeRay feature gates, e.g. RayClusterNetworkPolicy=true (KubeRay's defaults otherwise).",
+        help="KubeRay feature gates, e.g. RayClusterNetworkPolicy=true (KubeRay's defaults "
+        "otherwise).",
     ),
-    click.option("--cluster-domain", default="cluster.local", show_default=True,
-                 help="Kubernetes cluster domain (KubeRay's CLUSTER_DOMAIN)."),
-    click.option("--namespace", "-n", default="default", show_default=True,
-                 help="Namespace for manifests that do not set one."),
-    click.option("--init-container-injection/--no-init-container-injection", default=True,
-                 show_default=True, help="Add KubeRay's wait-gcs-ready init container to workers."),
-    click.option("--probes-injection/--no-probes-injection", default=True, show_default=True,
-                 help="Add KubeRay's liveness and readiness probes."),
-    click.option("--login-shell/--no-login-shell", default=False, show_default=True,
-                 help="Run Ray containers with bash -l (KubeRay's ENABLE_LOGIN_SHELL)."),
-    click.option("--head-cluster-ip-service/--headless-head-service", default=False,
-                 show_default=True,
-                 help="Give the head Service a cluster IP (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE)."),
-    click.option("--kubernetes-version", default="1.33", show_default=True,
-                 help="Kubernetes version whose OpenAPI schemas check embedded objects."),
+    click.option(
+        "--cluster-domain",
+        default="cluster.local",
+        show_default=True,
+        help="Kubernetes cluster domain (KubeRay's CLUSTER_DOMAIN).",
+    ),
+    click.option(
+        "--namespace",
+        "-n",
+        default="default",
+        show_default=True,
+        help="Namespace for manifests that do not set one.",
+    ),
+    click.option(
+        "--init-container-injection/--no-init-container-injection",
+        default=True,
+        show_default=True,
+        help="Add KubeRay's wait-gcs-ready init container to workers.",
+    ),
+    click.option(
+        "--probes-injection/--no-probes-injection",
+        default=True,
+        show_default=True,
+        help="Add KubeRay's liveness and readiness probes.",
+    ),
+    click.option(
+        "--login-shell/--no-login-shell",
+        default=False,
+        show_default=True,
+        help="Run Ray containers with bash -l (KubeRay's ENABLE_LOGIN_SHELL).",
+    ),
+    click.option(
+        "--head-cluster-ip-service/--headless-head-service",
+        default=False,
+        show_default=True,
+        help="Give the head Service a cluster IP (KubeRay's ENABLE_RAY_HEAD_CLUSTER_IP_SERVICE).",
+    ),
+    click.option(
+        "--kubernetes-version",
+        default="1.33",
+        show_default=True,
+        help="Kubernetes version whose OpenAPI schemas check embedded objects.",
+    ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
 )
 
 
-def _with_render_options(func):  # type: ignore[no-untyped-def]
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def _with_render_options(func: F) -> F:
     for decorator in reversed(_OPTION_DECORATORS):
         func = decorator(func)
     return func
@@ -109,14 +141,14 @@ def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.Render
         result = compiler.render(documents, options)
     except ManifestError as exc:
         _report([*read_problems, *exc.diagnostics], sys.stderr)
-        raise _Exit(EXIT_INVALID) from exc
+        raise _ExitError(EXIT_INVALID) from exc
     if read_problems:
         _report([*read_problems, *result.warnings], sys.stderr)
-        raise _Exit(EXIT_INVALID)
+        raise _ExitError(EXIT_INVALID)
     if result.warnings:
         _report(result.warnings, sys.stderr)
         if params.get("strict"):
-            raise _Exit(EXIT_INVALID)
+            raise _ExitError(EXIT_INVALID)
     return result
 
 
@@ -124,7 +156,7 @@ def _run(action: object, *args: object) -> None:
     """Run a command body, mapping outcomes to exit codes; only internal errors show a traceback."""
     try:
         action(*args)  # type: ignore[operator]
-    except _Exit as done:
+    except _ExitError as done:
         sys.exit(done.code)
     except (click.ClickException, click.exceptions.Exit, SystemExit):
         raise
@@ -177,14 +209,16 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
     output_dir = params.get("output_dir")
     check, diff = bool(params.get("check")), bool(params.get("diff"))
     if (check or diff) and output_dir is None:
-        raise click.UsageError("--check and --diff compare against a directory: add --output-dir DIR")
+        raise click.UsageError(
+            "--check and --diff compare against a directory: add --output-dir DIR"
+        )
     result = _compile(paths, params)
     if not result.objects and not params.get("allow_empty"):
         click.echo(
             "error: the input holds no objects to render (pass --allow-empty if that is expected)",
             err=True,
         )
-        raise _Exit(EXIT_INVALID)
+        raise _ExitError(EXIT_INVALID)
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
         return
@@ -198,7 +232,7 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
                 f"(no {output.MARKER} file); refusing to write into it",
                 err=True,
             )
-            raise _Exit(EXIT_INVALID)
+            raise _ExitError(EXIT_INVALID)
         existing = {}
     if check or diff:
         changed = _differences(files, existing)
@@ -214,20 +248,35 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
                 )
         elif changed:
             for name in changed:
-                state = "missing" if name not in existing else "stale" if name not in files else "differs"
+                state = (
+                    "missing"
+                    if name not in existing
+                    else "stale"
+                    if name not in files
+                    else "differs"
+                )
                 click.echo(f"{directory}/{name}: {state}", err=True)
         if changed:
-            click.echo(f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True)
-            raise _Exit(EXIT_DIFFERENT)
+            click.echo(
+                f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True
+            )
+            raise _ExitError(EXIT_DIFFERENT)
         return
     _write_directory(directory, files, existing)
 
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
-              help="Write one file per object, with a kustomization.yaml, into DIR.")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 if DIR differs from a fresh render.")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write one file per object, with a kustomization.yaml, into DIR.",
+)
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 if DIR differs from a fresh render."
+)
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff against DIR.")
 @click.option("--allow-empty", is_flag=True, help="Succeed even when nothing is rendered.")
 @_with_render_options

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from renderer import schemas
 from renderer.build import cluster as cluster_build
+from renderer.build import rayjob as rayjob_build
 from renderer.build import rayservice as rayservice_build
 from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
 from renderer.model import Document, ObjectKey, document_namespace, parse_raycluster
@@ -80,7 +81,9 @@ def _context(data: Manifest, options: RenderOptions) -> str:
     return f"{data.get('kind') or '<no kind>'} {namespace}/{name}"
 
 
-def _build_raycluster(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+def _build_raycluster(
+    doc: Manifest, options: RenderOptions
+) -> tuple[list[Problem], list[Manifest]]:
     problems = check_raycluster(doc, options)
     meta = doc["metadata"]
     spec = doc["spec"]
@@ -109,7 +112,7 @@ def _not_supported(kind: str, issue: str) -> Builder:
 
 BUILDERS: dict[str, Builder] = {
     "RayCluster": _build_raycluster,
-    "RayJob": _not_supported("RayJob", "coming with the RayJob support"),
+    "RayJob": rayjob_build.build_rayjob,
     "RayService": rayservice_build.build_rayservice,
     "RayCronJob": _not_supported("RayCronJob", "render a RayJob and schedule it yourself"),
 }
@@ -119,7 +122,7 @@ def _pass_through(data: Manifest, options: RenderOptions) -> tuple[list[Problem]
     problems: list[Problem] = []
     meta = data.get("metadata")
     if not isinstance(meta, dict) or not meta.get("name"):
-        problems.append(Problem(("metadata", "name"), "missing required field \"name\""))
+        problems.append(Problem(("metadata", "name"), 'missing required field "name"'))
     return problems, [] if problems else [data]
 
 
@@ -130,7 +133,7 @@ def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], 
     problems: list[Problem] = []
     for field in ("apiVersion", "kind"):
         if not isinstance(data.get(field), str) or not data.get(field):
-            problems.append(Problem((field,), f"missing required field \"{field}\""))
+            problems.append(Problem((field,), f'missing required field "{field}"'))
     if problems:
         return problems, []
     group = str(data["apiVersion"]).partition("/")[0] if "/" in data["apiVersion"] else ""

@@ -132,7 +132,9 @@ def _clamp(replicas: int, low: int, high: int) -> int:
 def parse_worker_group(index: int, group: Manifest) -> WorkerGroup:
     """Apply the CRD defaults of one worker group (replicas 0, min 0, max int32, hosts 1)."""
     low = int(group.get("minReplicas", 0) or 0)
-    high = int(group.get("maxReplicas", MAX_INT32) if group.get("maxReplicas") is not None else MAX_INT32)
+    high = int(
+        group.get("maxReplicas", MAX_INT32) if group.get("maxReplicas") is not None else MAX_INT32
+    )
     raw = group.get("replicas")
     replicas = _clamp(int(raw) if raw is not None else low, low, high)
     return WorkerGroup(

@@ -27,7 +27,11 @@ _UNSAFE: Final = re.compile(r"[^a-z0-9.-]+")
 def file_name(obj: Manifest) -> str:
     """`<kind>_<namespace>_<name>.yaml`, lower-case, safe on every file system."""
     meta = obj.get("metadata") or {}
-    parts = [str(obj.get("kind", "object")), str(meta.get("namespace") or "_"), str(meta.get("name"))]
+    parts = [
+        str(obj.get("kind", "object")),
+        str(meta.get("namespace") or "_"),
+        str(meta.get("name")),
+    ]
     return "_".join(_UNSAFE.sub("-", p.lower()) for p in parts) + ".yaml"
 
 

@@ -32,7 +32,7 @@ class _DuplicateKeyError(yaml.MarkedYAMLError):
 class _Loader(yaml.CSafeLoader):
     """libyaml's safe loader that rejects duplicate keys and keeps timestamps as strings."""
 
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers = {  # noqa: RUF012 - PyYAML reads this class attribute
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.CSafeLoader.yaml_implicit_resolvers.items()
     }
@@ -40,7 +40,7 @@ class _Loader(yaml.CSafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             try:
                 duplicate = key in seen
             except TypeError:  # an unhashable key: let the base class report it
@@ -53,7 +53,7 @@ class _Loader(yaml.CSafeLoader):
                     key_node.start_mark,
                 )
             seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+        return super().construct_mapping(node, deep=deep)
 
 
 def _position(node: yaml.Node | None, path: JsonPath) -> tuple[int, int]:
@@ -70,10 +70,13 @@ def _position(node: yaml.Node | None, path: JsonPath) -> tuple[int, int]:
                     best = value_node.start_mark if scalar else key_node.start_mark
                     found = value_node
                     break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
-            if 0 <= step < len(node.value):
-                found = node.value[step]
-                best = found.start_mark
+        elif (
+            isinstance(node, yaml.SequenceNode)
+            and isinstance(step, int)
+            and 0 <= step < len(node.value)
+        ):
+            found = node.value[step]
+            best = found.start_mark
         if found is None:
             break
         node = found
@@ -148,9 +151,7 @@ def read_documents(
             continue
         root = Path(raw)
         if not root.exists():
-            diagnostics.append(
-                Diagnostic(Origin(raw, 1), Problem((), "no such file or directory"))
-            )
+            diagnostics.append(Diagnostic(Origin(raw, 1), Problem((), "no such file or directory")))
             continue
         for file in _expand(root):
             try:

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-
-
-
 import pytest
-
-
-
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -15,7 +15,7 @@ from renderer.options import RenderOptions
 Manifest = dict[str, Any]
 
 SERVE_PORT_MESSAGE = (
-    "the annotation ray.io/enable-serve-service is \"true\" but the head container declares no port "
+    'the annotation ray.io/enable-serve-service is "true" but the head container declares no port '
     "named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc'); KubeRay would create neither "
     "the serve Service nor any Pod: add such a port to the head container"
 )

@@ -52,7 +52,9 @@ def build_pki(cluster: RayCluster, options: RenderOptions) -> list[Manifest]:
     leaf_usages = ["digital signature", "key encipherment", "server auth", "client auth"]
     ca_ref = {"name": f"ray-ca-issuer-{c}", "kind": "Issuer", "group": "cert-manager.io"}
     return [
-        _object(cluster, "Issuer", f"ray-selfsigned-issuer-{c}", "selfsigned-issuer", {"selfSigned": {}}),
+        _object(
+            cluster, "Issuer", f"ray-selfsigned-issuer-{c}", "selfsigned-issuer", {"selfSigned": {}}
+        ),
         _object(
             cluster,
             "Certificate",
@@ -73,7 +75,9 @@ def build_pki(cluster: RayCluster, options: RenderOptions) -> list[Manifest]:
                 },
             },
         ),
-        _object(cluster, "Issuer", f"ray-ca-issuer-{c}", "ca-issuer", {"ca": {"secretName": ca_secret}}),
+        _object(
+            cluster, "Issuer", f"ray-ca-issuer-{c}", "ca-issuer", {"ca": {"secretName": ca_secret}}
+        ),
         _object(
             cluster,
             "Certificate",

@@ -142,7 +142,10 @@ def _apply_token_auth(cluster: RayCluster, pod_spec: Manifest, container: Manife
             )
         _add_volume(
             pod_spec,
-            {"name": "ray-token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+            {
+                "name": "ray-token",
+                "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+            },
         )
     else:
         secret = auth.get("secretName") or naming.check_name(cluster.name)
@@ -185,7 +188,9 @@ def _fixed_resources(cpu: str, memory: str) -> Manifest:
     return {"limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": cpu, "memory": memory}}
 
 
-def _apply_head_ft(cluster: RayCluster, pod: Manifest, ray: Manifest, params: dict[str, str]) -> None:
+def _apply_head_ft(
+    cluster: RayCluster, pod: Manifest, ray: Manifest, params: dict[str, str]
+) -> None:
     annotations = pod["metadata"].setdefault("annotations", {})
     annotations[naming.ANN_FT_ENABLED] = "true" if cluster.ft_enabled else "false"
     if not cluster.ft_enabled:
@@ -201,7 +206,9 @@ def _apply_head_ft(cluster: RayCluster, pod: Manifest, ray: Manifest, params: di
             mount["subPath"] = storage["subPath"]
         _append_mount(ray, mount)
         claim = storage.get("claimName") or naming.gcs_pvc_name(cluster.name)
-        _add_volume(pod["spec"], {"name": "gcs-storage", "persistentVolumeClaim": {"claimName": claim}})
+        _add_volume(
+            pod["spec"], {"name": "gcs-storage", "persistentVolumeClaim": {"claimName": claim}}
+        )
         return
     if options is not None:
         namespace = options.get("externalStorageNamespace") or ""
@@ -250,7 +257,10 @@ def _collector_container(
         "image": collector.get("image"),
         "imagePullPolicy": collector.get("imagePullPolicy") or "IfNotPresent",
         "resources": clone(collector.get("resources"))
-        or {"limits": {"cpu": "200m", "memory": "256Mi"}, "requests": {"cpu": "50m", "memory": "64Mi"}},
+        or {
+            "limits": {"cpu": "200m", "memory": "256Mi"},
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+        },
     }
     env = [
         _field_env("POD_IP", "status.podIP"),
@@ -267,8 +277,8 @@ def _collector_container(
     if head and not any(e.get("name") == "RAY_DASHBOARD_ADDRESS" for e in user_env):
         env.append({"name": "RAY_DASHBOARD_ADDRESS", "value": "http://localhost:8265"})
     container["env"] = env + user_env
-    if not _has_mount(container, path="/tmp/ray"):  # noqa: S108 - Ray's log directory
-        _append_mount(container, {"name": "ray-logs", "mountPath": "/tmp/ray"})  # noqa: S108
+    if not _has_mount(container, path="/tmp/ray"):
+        _append_mount(container, {"name": "ray-logs", "mountPath": "/tmp/ray"})
     return container
 
 
@@ -325,7 +335,12 @@ def _command(
 
 
 def _ray_env(
-    cluster: RayCluster, ray: Manifest, ray_start: str, options: RenderOptions, *, head: bool,
+    cluster: RayCluster,
+    ray: Manifest,
+    ray_start: str,
+    options: RenderOptions,
+    *,
+    head: bool,
     collector: bool,
 ) -> None:
     fqdn = cluster.fqdn(options)
@@ -333,10 +348,14 @@ def _ray_env(
     if not head:
         _set_env(ray, "FQ_RAY_IP", fqdn, if_absent=False)
         _set_env(ray, "RAY_IP", cluster.head_service_name, if_absent=False)
-    _append_env(ray, _field_env("RAY_CLUSTER_NAME", "metadata.labels['ray.io/cluster']"), if_absent=False)
+    _append_env(
+        ray, _field_env("RAY_CLUSTER_NAME", "metadata.labels['ray.io/cluster']"), if_absent=False
+    )
     _append_env(ray, _field_env("RAY_CLUSTER_NAMESPACE", "metadata.namespace"), if_absent=False)
     _append_env(ray, _field_env("RAY_CLOUD_INSTANCE_ID", "metadata.name"), if_absent=False)
-    _append_env(ray, _field_env("RAY_NODE_TYPE_NAME", "metadata.labels['ray.io/group']"), if_absent=False)
+    _append_env(
+        ray, _field_env("RAY_NODE_TYPE_NAME", "metadata.labels['ray.io/group']"), if_absent=False
+    )
     _set_env(ray, "KUBERAY_GEN_RAY_START_CMD", ray_start, if_absent=False)
     _set_env(ray, "RAY_PORT", port)
     if cluster.creator == "RayService":
@@ -354,7 +373,9 @@ def _ray_env(
         _set_env(ray, "RAY_enable_ray_event", "true")
         _set_env(ray, "RAY_enable_core_worker_ray_event_to_aggregator", "true")
         _set_env(
-            ray, "RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR", "http://localhost:8084/v1/events"
+            ray,
+            "RAY_DASHBOARD_AGGREGATOR_AGENT_EVENTS_EXPORT_ADDR",
+            "http://localhost:8084/v1/events",
         )
         _set_env(ray, "RAY_DASHBOARD_AGGREGATOR_AGENT_EXPOSABLE_EVENT_TYPES", _EVENT_TYPES)
         _set_env(
@@ -365,14 +386,20 @@ def _ray_env(
 
 
 def _probes(
-    cluster: RayCluster, ray: Manifest, params: dict[str, str], options: RenderOptions, *, head: bool
+    cluster: RayCluster,
+    ray: Manifest,
+    params: dict[str, str],
+    options: RenderOptions,
+    *,
+    head: bool,
 ) -> None:
     if not options.probes_injection:
         return
     agent = _port_param(params, "dashboard-agent-listen-port", DEFAULT_AGENT_PORT)
     dashboard = _port_param(params, "dashboard-port", DEFAULT_DASHBOARD_PORT)
     raylet = (
-        f"wget --tries 1 -T 2 -q -O- http://localhost:{agent}/api/local_raylet_healthz | grep success"
+        f"wget --tries 1 -T 2 -q -O- http://localhost:{agent}/api/local_raylet_healthz"
+        " | grep success"
     )
     gcs = f"wget --tries 1 -T 10 -q -O- http://localhost:{dashboard}/api/gcs_healthz | grep success"
     exec_check = f"{raylet} && {gcs}" if head else raylet
@@ -404,7 +431,11 @@ def _probes(
         }
         if cluster.creator == "RayService" and not head:
             serve = next(
-                (p.get("containerPort") for p in ray.get("ports") or [] if p.get("name") == "serve"),
+                (
+                    p.get("containerPort")
+                    for p in ray.get("ports") or []
+                    if p.get("name") == "serve"
+                ),
                 DEFAULT_SERVE_PORT,
             )
             serve_check = (
@@ -440,8 +471,8 @@ def _finish(
     _shared_memory(spec, ray, params)
     if collector:
         _add_volume(spec, {"name": "ray-logs", "emptyDir": {}})
-        if not _has_mount(ray, path="/tmp/ray"):  # noqa: S108 - Ray's log directory
-            _append_mount(ray, {"name": "ray-logs", "mountPath": "/tmp/ray"})  # noqa: S108
+        if not _has_mount(ray, path="/tmp/ray"):
+            _append_mount(ray, {"name": "ray-logs", "mountPath": "/tmp/ray"})
     ray_start = startparams.start_command(params, head=head)
     _command(cluster, pod, ray, ray_start, options)
     fqdn = cluster.fqdn(options)
@@ -493,7 +524,7 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
         cluster, template.get("metadata") or {}, head.get("labels") or {}, "head", naming.HEAD_GROUP
     )
     params["block"] = "true"
-    params.setdefault("dashboard-host", "0.0.0.0")  # noqa: S104 - KubeRay's default
+    params.setdefault("dashboard-host", "0.0.0.0")
     params.setdefault("metrics-export-port", str(METRICS_PORT))
     params.setdefault("dashboard-agent-listen-port", str(DEFAULT_AGENT_PORT))
     _overwrite_annotation(cluster, pod)
@@ -503,14 +534,18 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
     _apply_token_auth(cluster, spec, ray)
     tls = _tls_enabled(cluster, options)
     if tls:
-        _add_volume(spec, {"name": "ray-tls", "secret": {"secretName": f"ray-head-secret-{cluster.name}"}})
+        _add_volume(
+            spec, {"name": "ray-tls", "secret": {"secretName": f"ray-head-secret-{cluster.name}"}}
+        )
         _apply_tls(ray)
         spec["initContainers"] = [_tls_wait_container(ray), *(spec.get("initContainers") or [])]
     collector = _collector_options(cluster, options)
     if collector is not None:
         spec["containers"].append(_collector_container(cluster, options, collector, ray, head=True))
     _finish(cluster, pod, params, options, head=True, collector=collector is not None)
-    pod["metadata"].setdefault("annotations", {})[naming.ANN_KUBERAY_VERSION] = options.kuberay_version
+    pod["metadata"].setdefault("annotations", {})[naming.ANN_KUBERAY_VERSION] = (
+        options.kuberay_version
+    )
     template_hash = naming.content_hash(pod)
     pod["metadata"]["labels"][naming.TEMPLATE_HASH] = template_hash
     pod["metadata"]["name"] = naming.head_pod_name(cluster.name, template_hash)
@@ -578,13 +613,17 @@ def build_worker_pod_template(
         spec["initContainers"] = [_tls_wait_container(ray), *(spec.get("initContainers") or [])]
     collector = _collector_options(cluster, options)
     if collector is not None:
-        spec["containers"].append(_collector_container(cluster, options, collector, ray, head=False))
+        spec["containers"].append(
+            _collector_container(cluster, options, collector, ray, head=False)
+        )
     _finish(cluster, pod, params, options, head=False, collector=collector is not None)
     return pod
 
 
-def build_worker_pods(cluster: RayCluster, group: WorkerGroup, options: RenderOptions) -> list[Manifest]:
-    """Build every worker Pod of `group`: replicas × numOfHosts, with KubeRay's index labels."""
+def build_worker_pods(
+    cluster: RayCluster, group: WorkerGroup, options: RenderOptions
+) -> list[Manifest]:
+    """Build every worker Pod of `group`: replicas times numOfHosts, with KubeRay's index labels."""
     count = group.pod_count
     if count == 0:
         return []

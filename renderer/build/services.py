@@ -81,7 +81,7 @@ def build_head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
     annotations = dict(cluster.spec.get("headServiceAnnotations") or {})
     custom = head.get("headService")
     if custom is None:
-        service = _service(cluster.head_service_name, cluster, dict(selector))
+        service: Manifest = _service(cluster.head_service_name, cluster, dict(selector))
         if annotations:
             service["metadata"]["annotations"] = annotations
         spec = service["spec"]
@@ -92,7 +92,8 @@ def build_head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
             spec["publishNotReadyAddresses"] = True
         spec["selector"] = selector
         spec["ports"] = [
-            {"name": name, "port": port, "appProtocol": "tcp"} for name, port in sorted(ports.items())
+            {"name": name, "port": port, "appProtocol": "tcp"}
+            for name, port in sorted(ports.items())
         ]
         return service
     service = clone(custom)
@@ -155,9 +156,7 @@ def build_headless_service(cluster: RayCluster) -> Manifest:
 def build_ingress(cluster: RayCluster) -> Manifest:
     """The dashboard Ingress of `headGroupSpec.enableIngress: true` (§3.6)."""
     options = cluster.head.get("ingressOptions") or {}
-    annotations = {
-        k: v for k, v in cluster.annotations.items() if k != naming.ANN_INGRESS_CLASS
-    }
+    annotations = {k: v for k, v in cluster.annotations.items() if k != naming.ANN_INGRESS_CLASS}
     metadata: Manifest = {
         "name": naming.ingress_name(cluster.name),
         "namespace": cluster.namespace,

@@ -1,0 +1,1 @@
+"""KubeRay's semantic validation rules, as pure checkers that return problems."""

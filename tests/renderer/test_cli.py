@@ -83,11 +83,15 @@ def test_output_dir_removes_only_its_own_stale_files(tmp_path: Path) -> None:
     assert run("render", str(source), "-o", str(out)).exit_code == 0
     (out / "mine.txt").write_text("user file")
     before = {p.name for p in out.iterdir()}
-    source.write_text(SAMPLE.replace("- replicas: 1\n    minReplicas: 1", "- replicas: 0\n    minReplicas: 0"))
+    source.write_text(
+        SAMPLE.replace("- replicas: 1\n    minReplicas: 1", "- replicas: 0\n    minReplicas: 0")
+    )
     assert run("render", str(source), "-o", str(out)).exit_code == 0
     after = {p.name for p in out.iterdir()}
     removed = before - after
-    assert len(removed) == 1 and next(iter(removed)).startswith("pod_default_raycluster-kuberay-workergroup")
+    assert len(removed) == 1 and next(iter(removed)).startswith(
+        "pod_default_raycluster-kuberay-workergroup"
+    )
     assert (out / "mine.txt").read_text() == "user file"
 
 
@@ -134,7 +138,9 @@ def test_invalid_input_writes_nothing_and_exits_2(tmp_path: Path) -> None:
     good = tmp_path / "a.yaml"
     good.write_text(SAMPLE)
     bad = tmp_path / "b.yaml"
-    bad.write_text(SAMPLE.replace("replicas: 1", 'replicas: "two"').replace("raycluster-kuberay", "other"))
+    bad.write_text(
+        SAMPLE.replace("replicas: 1", 'replicas: "two"').replace("raycluster-kuberay", "other")
+    )
     result = run("render", str(tmp_path), "-o", str(out))
     assert result.exit_code == 2
     assert f"{bad}:" in result.stderr
@@ -165,7 +171,9 @@ def test_unknown_feature_gate_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_feature_gate_enables_a_field(tmp_path: Path) -> None:
-    policy = SAMPLE.replace("spec:\n  rayVersion", "spec:\n  networkPolicy: {mode: DenyAllIngress}\n  rayVersion", 1)
+    policy = SAMPLE.replace(
+        "spec:\n  rayVersion", "spec:\n  networkPolicy: {mode: DenyAllIngress}\n  rayVersion", 1
+    )
     refused = run("render", "-", stdin=policy)
     assert refused.exit_code == 2
     assert "RayClusterNetworkPolicy" in refused.stderr

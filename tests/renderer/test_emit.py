@@ -20,10 +20,56 @@ scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=40),
     st.sampled_from(
-        ["yes", "No", "on", "OFF", "~", "null", "1e3", "0x1f", "0o17", "1:20", "2024-01-01", "5Gi",
-         "500m", "-", "- a", "a: b", "#x", "x #y", "'q'", '"d"', "@a", "`b", "|", ">", "*a", "&a",
-         "!t", "%p", "{a}", "[b]", "a,b", "\t", " lead", "trail ", "a\nb", "a\nb\n", "\na", "a\n\n",
-         "\x85", "\u2028", "\ufeff", ".inf", "-.5", "+1", "=", "<<", "ray start  --x ", "$VAR"]
+        [
+            "yes",
+            "No",
+            "on",
+            "OFF",
+            "~",
+            "null",
+            "1e3",
+            "0x1f",
+            "0o17",
+            "1:20",
+            "2024-01-01",
+            "5Gi",
+            "500m",
+            "-",
+            "- a",
+            "a: b",
+            "#x",
+            "x #y",
+            "'q'",
+            '"d"',
+            "@a",
+            "`b",
+            "|",
+            ">",
+            "*a",
+            "&a",
+            "!t",
+            "%p",
+            "{a}",
+            "[b]",
+            "a,b",
+            "\t",
+            " lead",
+            "trail ",
+            "a\nb",
+            "a\nb\n",
+            "\na",
+            "a\n\n",
+            "\x85",
+            "\u2028",
+            "\ufeff",
+            ".inf",
+            "-.5",
+            "+1",
+            "=",
+            "<<",
+            "ray start  --x ",
+            "$VAR",
+        ]
     ),
 )
 keys = st.one_of(st.text(max_size=20), st.sampled_from(["yes", "n", "1", "a b", "apiVersion"]))
@@ -43,8 +89,15 @@ def test_dump_round_trips_through_pyyaml_and_ruamel(document: dict[str, Any]) ->
 
 
 def test_keys_come_well_known_first_then_sorted() -> None:
-    text = emit.dump({"spec": {"b": 1, "a": 2}, "zeta": 1, "kind": "Pod", "apiVersion": "v1",
-                      "metadata": {"namespace": "ns", "labels": {}, "name": "x"}})
+    text = emit.dump(
+        {
+            "spec": {"b": 1, "a": 2},
+            "zeta": 1,
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": "ns", "labels": {}, "name": "x"},
+        }
+    )
     assert text.splitlines() == [
         "apiVersion: v1",
         "kind: Pod",

@@ -22,7 +22,9 @@ def container(limits: dict[str, Any] | None = None, **extra: Any) -> Manifest:
     return result
 
 
-def cluster_spec(head: Manifest | None = None, workers: list[Manifest] | None = None, **spec: Any) -> Manifest:
+def cluster_spec(
+    head: Manifest | None = None, workers: list[Manifest] | None = None, **spec: Any
+) -> Manifest:
     return {
         "rayVersion": spec.pop("rayVersion", "2.52.0"),
         "headGroupSpec": {"template": {"spec": {"containers": [head or container()]}}},
@@ -51,7 +53,10 @@ def test_gpu_limit_becomes_num_gpus() -> None:
 
 
 def test_tpu_limit_becomes_tpu_resource() -> None:
-    assert start({}, container({"google.com/tpu": 4}), head=False) == "ray start  --resources='{\"TPU\":4}' "
+    assert (
+        start({}, container({"google.com/tpu": 4}), head=False)
+        == "ray start  --resources='{\"TPU\":4}' "
+    )
 
 
 def test_first_accelerator_in_sorted_order_wins() -> None:
@@ -67,19 +72,17 @@ def test_existing_resources_param_with_quotes_is_extended() -> None:
     limits = {"aws.amazon.com/neuroncore": 4}
     assert (
         start(params, container(limits), head=True)
-        == "ray start --head  --resources='{\"custom_resource\":2,\"neuron_cores\":4}' "
+        == 'ray start --head  --resources=\'{"custom_resource":2,"neuron_cores":4}\' '
     )
 
 
 def test_escaped_resources_param_disables_gpu_inference() -> None:
-    params = {"resources": "'\"{\\\"Custom1\\\": 1}\"'"}
+    params = {"resources": '\'"{\\"Custom1\\": 1}"\''}
     command = start(params, container({"nvidia.com/gpu": 1}), head=False)
     assert "--num-gpus" not in command
 
 
-@pytest.mark.parametrize(
-    ("cpu", "flag"), [("500m", "1"), ("1500m", "2"), ("2", "2"), (3, "3")]
-)
+@pytest.mark.parametrize(("cpu", "flag"), [("500m", "1"), ("1500m", "2"), ("2", "2"), (3, "3")])
 def test_cpu_is_rounded_up(cpu: object, flag: str) -> None:
     assert start({}, container({"cpu": cpu}), head=False) == f"ray start  --num-cpus={flag} "
 
@@ -97,11 +100,19 @@ def test_memory_request_alone_is_ignored_but_cpu_request_counts() -> None:
 
 
 def test_mig_profile_is_gpu_like() -> None:
-    assert start({}, container({"nvidia.com/mig-2g.32gb": 2}), head=False) == "ray start  --num-gpus=2 "
+    assert (
+        start({}, container({"nvidia.com/mig-2g.32gb": 2}), head=False)
+        == "ray start  --num-gpus=2 "
+    )
 
 
 def test_boolean_flags() -> None:
-    params = {"block": "true", "disable-usage-stats": "False", "log-color": "true", "include-dashboard": "false"}
+    params = {
+        "block": "true",
+        "disable-usage-stats": "False",
+        "log-color": "true",
+        "include-dashboard": "false",
+    }
     assert (
         startparams.start_command(params, head=False)
         == "ray start  --block  --include-dashboard=false  --log-color=true "
@@ -134,7 +145,8 @@ def test_head_command_runs_user_command_first() -> None:
     cluster = parse_raycluster("c", "ns", cluster_spec(head))
     pod = pods.build_head_pod(cluster, OPTIONS)
     args = pod["spec"]["containers"][0]["args"]
-    assert args[0].startswith(" echo 123  456  && ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; ray start --head  --block ")
+    prefix = " echo 123  456  && ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; "
+    assert args[0].startswith(prefix + "ray start --head  --block ")
 
 
 def test_command_containing_ray_start_is_left_alone() -> None:
@@ -200,7 +212,9 @@ def test_rayservice_cluster_env_labels_and_worker_readiness() -> None:
 
 
 def test_user_env_is_kept_first_and_duplicates_are_appended() -> None:
-    head = container(env=[{"name": "RAY_PORT", "value": "1"}, {"name": "RAY_CLUSTER_NAME", "value": "x"}])
+    head = container(
+        env=[{"name": "RAY_PORT", "value": "1"}, {"name": "RAY_CLUSTER_NAME", "value": "x"}]
+    )
     cluster = parse_raycluster("c", "ns", cluster_spec(head))
     names = env_names(pods.build_head_pod(cluster, OPTIONS)["spec"]["containers"][0])
     assert names[:2] == ["RAY_PORT", "RAY_CLUSTER_NAME"]
@@ -262,13 +276,17 @@ def test_probe_injection_can_be_disabled_and_user_probes_are_kept() -> None:
     ray = pods.build_head_pod(cluster, OPTIONS)["spec"]["containers"][0]
     assert ray["readinessProbe"] == {"tcpSocket": {"port": 6379}}
     assert "exec" in ray["livenessProbe"]
-    bare = pods.build_head_pod(cluster, RenderOptions(probes_injection=False))["spec"]["containers"][0]
+    bare = pods.build_head_pod(cluster, RenderOptions(probes_injection=False))["spec"][
+        "containers"
+    ][0]
     assert "livenessProbe" not in bare
 
 
 def test_no_init_container_injection() -> None:
     cluster = parse_raycluster("c", "ns", cluster_spec(workers=[worker_group(replicas=1)]))
-    worker = pods.build_worker_pods(cluster, cluster.workers[0], RenderOptions(init_container_injection=False))[0]
+    worker = pods.build_worker_pods(
+        cluster, cluster.workers[0], RenderOptions(init_container_injection=False)
+    )[0]
     assert "initContainers" not in worker["spec"]
 
 
@@ -284,4 +302,7 @@ def test_custom_head_port_reaches_workers() -> None:
 
 def test_cluster_domain_option() -> None:
     cluster = parse_raycluster("c", "ns", cluster_spec())
-    assert cluster.fqdn(RenderOptions(cluster_domain="corp.example")) == "c-head-svc.ns.svc.corp.example"
+    assert (
+        cluster.fqdn(RenderOptions(cluster_domain="corp.example"))
+        == "c-head-svc.ns.svc.corp.example"
+    )

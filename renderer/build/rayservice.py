@@ -25,32 +25,39 @@ Objects (reference rayservice.md §3; `<gen>` is `<svc>-<hash of rayClusterConfi
   `intent.json`: canonical JSON (sorted keys, no whitespace) of this shape::
 
     {
-      "apiVersion": "ray.io/v1", "kind": "RayService",
+      "version": 1,
+      "kind": "RayService",
       "metadata": {"name": str, "namespace": str, "labels": {..}, "annotations": {..}},
-      "spec": {<the RayService spec without rayClusterConfig>},
-      "generation": null (spec.suspend is true) | {
-        "name": "<gen>", "hash": "<hash>",
-        "headService": "<gen>-head-svc",
-        "dashboardURL": "http://<gen>-head-svc.<ns>.svc.<domain>:<dashboard port>",
-        "serveConfigMap": "<gen>-serve-config",
-        "serveService": "<gen>-serve-svc" | null (not incremental),
-        "servePort": int (head container port named exactly "serve", else 8000),
-        "headPod": str | null, "workerPods": [str, ...],
-        "pruneProtected": bool
-      },
-      "services": {"head": "<svc>-head-svc", "serve": str | null (incremental)},
-      "upgrade": {
-        "type": "NewCluster" | "NewClusterWithIncrementalUpgrade" | "None",
-        "paused": bool,                         # from annotation kuberay.io/upgrade-paused
-        "progressDeadlineSeconds": int | null,  # kuberay.io/upgrade-progress-deadline-seconds
-        "rayClusterDeletionDelaySeconds": int,  # KubeRay's default 60
-        "routing": null (not incremental) | {
-          "gateway": "<svc>-gateway", "httpRoute": "<svc>-httproute",
-          "currentGeneration": "<gen>", "servePort": int,
-          "stepSizePercent": int, "intervalSeconds": int, "maxSurgePercent": int
+      "spec": {<the RayService spec as written in git, without rayClusterConfig>},
+      "derived": {
+        "generation": null (spec.suspend is true) | {
+          "name": "<gen>", "hash": "<hash>",
+          "headServiceName": "<gen>-head-svc",
+          "dashboardURL": "http://<gen>-head-svc.<ns>.svc.<domain>:<dashboard port>",
+          "serveConfigMapName": "<gen>-serve-config",
+          "serveServiceName": "<gen>-serve-svc" | null (not incremental),
+          "servePort": int (head container port named exactly "serve", else 8000),
+          "headPodName": str | null, "workerPodNames": [str, ...],
+          "pruneProtected": bool
+        },
+        "headServiceName": "<svc>-head-svc",
+        "serveServiceName": str | null (incremental: clients use the Gateway),
+        "upgrade": {
+          "type": "NewCluster" | "NewClusterWithIncrementalUpgrade" | "None",
+          "paused": bool,                         # annotation kuberay.io/upgrade-paused
+          "progressDeadlineSeconds": int | null,  # kuberay.io/upgrade-progress-deadline-seconds
+          "rayClusterDeletionDelaySeconds": int,  # KubeRay's default 60
+          "routing": null (not incremental) | {
+            "gatewayName": "<svc>-gateway", "httpRouteName": "<svc>-httproute",
+            "currentGeneration": "<gen>", "servePort": int,
+            "stepSizePercent": int, "intervalSeconds": int, "maxSurgePercent": int
+          }
         }
       }
     }
+
+  The label `kuberay.io/serve-active: "true"` means "this generation is the active one" in
+  every strategy: `<svc>-head-svc` selects it even with incremental upgrades.
 """
 
 from __future__ import annotations
@@ -74,6 +81,7 @@ from renderer.rules.rayservice import INCREMENTAL, check_rayservice
 Manifest = dict[str, Any]
 
 KIND: Final = "RayService"
+INTENT_VERSION: Final = 1
 NEW_CLUSTER: Final = "NewCluster"
 NONE: Final = "None"
 DEFAULT_DELETION_DELAY: Final = 60  # rayClusterDeletionDelaySeconds (rayservice.md §2.1)
@@ -485,8 +493,8 @@ def _upgrade_intent(service: _Service) -> Manifest:
     if service.incremental:
         options = service.spec["upgradeStrategy"]["clusterUpgradeOptions"]
         routing = {
-            "gateway": gateway.gateway_name(service.name),
-            "httpRoute": gateway.httproute_name(service.name),
+            "gatewayName": gateway.gateway_name(service.name),
+            "httpRouteName": gateway.httproute_name(service.name),
             "currentGeneration": service.cluster.name,
             "servePort": route_port(service.cluster),
             "stepSizePercent": options["stepSizePercent"],
@@ -512,13 +520,15 @@ def _generation_intent(
     return {
         "name": cluster.name,
         "hash": service.hash,
-        "headService": cluster.head_service_name,
+        "headServiceName": cluster.head_service_name,
         "dashboardURL": f"http://{cluster.fqdn(options)}:{dashboard}",
-        "serveConfigMap": serve_config_name(cluster.name),
-        "serveService": naming.serve_service_name(cluster.name) if service.incremental else None,
+        "serveConfigMapName": serve_config_name(cluster.name),
+        "serveServiceName": (
+            naming.serve_service_name(cluster.name) if service.incremental else None
+        ),
         "servePort": route_port(cluster),
-        "headPod": head[0] if head else None,
-        "workerPods": [p["metadata"]["name"] for p in pods if _node_type(p) == "worker"],
+        "headPodName": head[0] if head else None,
+        "workerPodNames": [p["metadata"]["name"] for p in pods if _node_type(p) == "worker"],
         "pruneProtected": service.strategy != NONE,
     }
 
@@ -537,16 +547,22 @@ def _build_intent(
     metadata: Manifest = {"name": service.name, "namespace": service.namespace}
     metadata["labels"] = service.labels
     metadata["annotations"] = service.annotations
+    generation = (
+        None
+        if generation_objects is None
+        else _generation_intent(service, options, generation_objects)
+    )
     intent: Manifest = {
-        "apiVersion": "ray.io/v1",
+        "version": INTENT_VERSION,
         "kind": KIND,
         "metadata": metadata,
         "spec": {k: v for k, v in service.spec.items() if k != "rayClusterConfig"},
-        "generation": None
-        if generation_objects is None
-        else _generation_intent(service, options, generation_objects),
-        "services": {"head": naming.head_service_name(service.name), "serve": serve_service},
-        "upgrade": _upgrade_intent(service),
+        "derived": {
+            "generation": generation,
+            "headServiceName": naming.head_service_name(service.name),
+            "serveServiceName": serve_service,
+            "upgrade": _upgrade_intent(service),
+        },
     }
     return {
         "apiVersion": "v1",

@@ -516,7 +516,7 @@ def test_generation_objects_are_prune_protected_and_the_rest_is_not(strategy):
 def test_strategy_none_renders_without_prune_protection():
     objects = render(rayservice_doc(upgradeStrategy={"type": "None"}))
     assert not any(_protected(o) for o in objects.values())
-    assert intent(objects)["generation"]["pruneProtected"] is False
+    assert intent(objects)["derived"]["generation"]["pruneProtected"] is False
 
 
 def test_every_object_carries_the_source_labels():
@@ -680,7 +680,7 @@ def test_intent_records_spec_generation_and_routing():
     )
     expected_spec = {k: v for k, v in doc["spec"].items() if k != "rayClusterConfig"}
     assert intent(objects) == {
-        "apiVersion": "ray.io/v1",
+        "version": 1,
         "kind": "RayService",
         "metadata": {
             "name": "fruit",
@@ -692,32 +692,35 @@ def test_intent_records_spec_generation_and_routing():
             },
         },
         "spec": expected_spec,
-        "generation": {
-            "name": gen,
-            "hash": gen.rpartition("-")[2],
-            "headService": f"{gen}-head-svc",
-            "dashboardURL": f"http://{gen}-head-svc.serving.svc.cluster.local:8265",
-            "serveConfigMap": f"{gen}-serve-config",
-            "serveService": f"{gen}-serve-svc",
-            "servePort": 8000,
-            "headPod": head["metadata"]["name"],
-            "workerPods": workers,
-            "pruneProtected": True,
-        },
-        "services": {"head": "fruit-head-svc", "serve": None},
-        "upgrade": {
-            "type": INCREMENTAL,
-            "paused": True,
-            "progressDeadlineSeconds": 900,
-            "rayClusterDeletionDelaySeconds": 30,
-            "routing": {
-                "gateway": "fruit-gateway",
-                "httpRoute": "fruit-httproute",
-                "currentGeneration": gen,
+        "derived": {
+            "generation": {
+                "name": gen,
+                "hash": gen.rpartition("-")[2],
+                "headServiceName": f"{gen}-head-svc",
+                "dashboardURL": f"http://{gen}-head-svc.serving.svc.cluster.local:8265",
+                "serveConfigMapName": f"{gen}-serve-config",
+                "serveServiceName": f"{gen}-serve-svc",
                 "servePort": 8000,
-                "stepSizePercent": 10,
-                "intervalSeconds": 30,
-                "maxSurgePercent": 20,
+                "headPodName": head["metadata"]["name"],
+                "workerPodNames": workers,
+                "pruneProtected": True,
+            },
+            "headServiceName": "fruit-head-svc",
+            "serveServiceName": None,
+            "upgrade": {
+                "type": INCREMENTAL,
+                "paused": True,
+                "progressDeadlineSeconds": 900,
+                "rayClusterDeletionDelaySeconds": 30,
+                "routing": {
+                    "gatewayName": "fruit-gateway",
+                    "httpRouteName": "fruit-httproute",
+                    "currentGeneration": gen,
+                    "servePort": 8000,
+                    "stepSizePercent": 10,
+                    "intervalSeconds": 30,
+                    "maxSurgePercent": 20,
+                },
             },
         },
     }
@@ -725,9 +728,10 @@ def test_intent_records_spec_generation_and_routing():
 
 def test_intent_defaults_for_new_cluster():
     objects = render(rayservice_doc())
-    found = intent(objects)
-    assert found["services"] == {"head": "fruit-head-svc", "serve": "fruit-serve-svc"}
-    assert found["generation"]["serveService"] is None
+    found = intent(objects)["derived"]
+    assert found["headServiceName"] == "fruit-head-svc"
+    assert found["serveServiceName"] == "fruit-serve-svc"
+    assert found["generation"]["serveServiceName"] is None
     assert found["upgrade"] == {
         "type": "NewCluster",
         "paused": False,
@@ -735,12 +739,12 @@ def test_intent_defaults_for_new_cluster():
         "rayClusterDeletionDelaySeconds": 60,
         "routing": None,
     }
-    assert "rayClusterConfig" not in found["spec"]
+    assert "rayClusterConfig" not in intent(objects)["spec"]
 
 
 def test_intent_max_surge_defaults_to_100():
     objects = render(rayservice_doc(upgradeStrategy=incremental_strategy()))
-    assert intent(objects)["upgrade"]["routing"]["maxSurgePercent"] == 100
+    assert intent(objects)["derived"]["upgrade"]["routing"]["maxSurgePercent"] == 100
 
 
 def test_intent_dashboard_url_follows_port_and_cluster_domain():
@@ -748,7 +752,7 @@ def test_intent_dashboard_url_follows_port_and_cluster_domain():
     options = RenderOptions(cluster_domain="corp.internal")
     objects = render(rayservice_doc(cluster_config(ports)), options)
     gen = generation_of(rayservice_doc(cluster_config(ports)))
-    assert intent(objects)["generation"]["dashboardURL"] == (
+    assert intent(objects)["derived"]["generation"]["dashboardURL"] == (
         f"http://{gen}-head-svc.serving.svc.corp.internal:8300"
     )
 
@@ -775,7 +779,7 @@ def test_suspended_rayservice_renders_only_its_intent():
     objects = render(rayservice_doc(suspend=True))
     assert list(objects) == [("ConfigMap", "fruit-kuberay-intent")]
     found = intent(objects)
-    assert found["generation"] is None
+    assert found["derived"]["generation"] is None
     assert found["spec"]["suspend"] is True
 
 

@@ -141,6 +141,7 @@ def kubernetes_versions() -> tuple[str, ...]:
     return tuple(f"{major}.{minor}" for major, minor in _k8s_schema_dirs())
 
 
+@functools.cache
 def _resolve_version(kubernetes_version: str) -> tuple[int, int]:
     """The newest available schema version not newer than `kubernetes_version`."""
     match = re.fullmatch(r"v?(\d+)\.(\d+)(\.\d+)?", kubernetes_version.strip())
@@ -239,8 +240,17 @@ def _type_check(types: tuple[str, ...]) -> Predicate:
         return lambda value: value is None or isinstance(value, str)
     if len(types) == 1:
         return _TYPE_CHECKS[types[0]]
-    checks = tuple(_TYPE_CHECKS[name] for name in types)
-    return lambda value: any(check(value) for check in checks)
+    return _any_of(tuple(_TYPE_CHECKS[name] for name in types))
+
+
+def _any_of(checks: tuple[Predicate, ...]) -> Predicate:
+    def check_any(value: object) -> bool:
+        for check in checks:  # noqa: SIM110 - hot path: cheaper than any(genexpr)
+            if check(value):
+                return True
+        return False
+
+    return check_any
 
 
 def _all_of(checks: list[Predicate]) -> Predicate:
@@ -252,7 +262,14 @@ def _all_of(checks: list[Predicate]) -> Predicate:
         first, second = checks
         return lambda value: first(value) and second(value)
     frozen = tuple(checks)
-    return lambda value: all(check(value) for check in frozen)
+
+    def check_all(value: object) -> bool:
+        for check in frozen:  # noqa: SIM110 - hot path: a loop is ~3x cheaper than all(genexpr)
+            if not check(value):
+                return False
+        return True
+
+    return check_all
 
 
 def _object_check(
@@ -273,7 +290,10 @@ def _object_check(
                     return False
             elif additional is not None and not additional(item):
                 return False
-        return all(name in value for name in required)
+        for name in required:  # noqa: SIM110 - hot path: cheaper than all(genexpr)
+            if name not in value:
+                return False
+        return True
 
     return check
 
@@ -282,7 +302,12 @@ def _array_check(others: Predicate, items: Predicate, low: int, high: float) -> 
     def check(value: object) -> bool:
         if not isinstance(value, list):
             return others(value)
-        return low <= len(value) <= high and all(items(item) for item in value)
+        if not low <= len(value) <= high:
+            return False
+        for item in value:  # noqa: SIM110 - hot path: cheaper than all(genexpr)
+            if not items(item):
+                return False
+        return True
 
     return check
 
@@ -462,7 +487,7 @@ def _without(name: str, types: tuple[str, ...]) -> Predicate:
 
 def _combinator(keyword: str, branches: tuple[Predicate, ...]) -> Predicate:
     if keyword == "anyOf":
-        return lambda value: any(branch(value) for branch in branches)
+        return _any_of(branches)
     if keyword == "allOf":
         return lambda value: all(branch(value) for branch in branches)
     return lambda value: sum(1 for branch in branches if branch(value)) == 1

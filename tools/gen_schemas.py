@@ -142,6 +142,12 @@ class Generator:
         self.kind = kind
         self.k8s_defs = k8s_defs
         self.defs: dict[str, Manifest] = {}
+        # Field sets of Kubernetes types, to notice an embedded type missing from EMBEDDED.
+        self.k8s_shapes = {
+            frozenset(d["properties"]): name
+            for name, d in sorted(k8s_defs.items())
+            if len(d.get("properties", {})) >= 3  # smaller shapes match by accident
+        }
 
     def generate(self, crd: Manifest) -> Manifest:
         """Return the whole schema for the CRD document `crd`."""
@@ -231,6 +237,9 @@ class Generator:
     def convert_object(self, node: Manifest, path: str) -> Manifest:
         """Translate an object: fixed fields (closed) or a map of one value type."""
         out: Manifest = {"type": "object"}
+        lookalike = self.k8s_shapes.get(frozenset(node.get("properties", {})))
+        if lookalike is not None:
+            raise GenerationError(f"{path}: has the fields of {lookalike}; add it to EMBEDDED")
         if "properties" in node:
             if "additionalProperties" in node:
                 raise GenerationError(f"{path}: both properties and additionalProperties")

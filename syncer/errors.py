@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-_TRANSIENT_4XX = frozenset({408, 409, 425, 429})
+_TRANSIENT_4XX = frozenset({408, 409, 410, 425, 429})
 
 
 class SyncerError(Exception):
@@ -46,8 +46,24 @@ def error_for_status(status: int, message: str, *, retry_after: float | None = N
     408, 409, 425, 429 and every 5xx are transient; 404 is `NotFoundError`; any other
     status is permanent.
     """
+    if status == 409:
+        return ConflictError(message, status=status, retry_after=retry_after)
+    if status == 410:
+        return GoneError(message, status=status)
     if status in _TRANSIENT_4XX or status >= 500:
         return TransientError(message, status=status, retry_after=retry_after)
     if status == 404:
         return NotFoundError(message, status=status)
     return PermanentError(message, status=status)
+
+
+class ConflictError(TransientError):
+    """HTTP 409: the object changed since it was read (or already exists); read again."""
+
+
+class GoneError(TransientError):
+    """HTTP 410: a watch or list resourceVersion is too old; list again."""
+
+
+class NotLeaderError(SyncerError):
+    """A write was attempted without a fresh leader lease; nothing was written."""

@@ -299,8 +299,8 @@ def _labels(
     labels.update(
         {naming.RAY_CLUSTER: cluster.name, naming.RAY_NODE_TYPE: node_type, naming.RAY_GROUP: group}
     )
-    if cluster.creator == "RayService":
-        labels[naming.RAY_SERVE] = "false" if node_type == "head" else "true"
+    # KubeRay labels RayService pods `ray.io/serve` and flips the label with proxy health.
+    # Git must not declare a label the syncer changes (DESIGN §1), so it is left to the syncer.
     labels.update(cluster.extra_pod_labels)
     labels.update(cluster.source_labels)
     return labels

@@ -112,9 +112,10 @@ def pods(objects: dict[tuple[str, str], Manifest]) -> list[Manifest]:
 
 
 def activated(pod: Manifest) -> Manifest:
-    """The pod as the syncer leaves it once its generation is active (and its head healthy)."""
+    """The pod as the syncer leaves it once its generation is active and its proxy healthy."""
     result = copy.deepcopy(pod)
     result["metadata"]["labels"][naming.SERVE_ACTIVE] = "true"
+    result["metadata"]["labels"][naming.RAY_SERVE] = "true"
     return result
 
 
@@ -473,7 +474,8 @@ def test_pods_get_rayservice_labels_env_and_worker_readiness_probe():
     for pod in pods(objects):
         labels = pod["metadata"]["labels"]
         head = labels[naming.RAY_NODE_TYPE] == "head"
-        assert labels[naming.RAY_SERVE] == ("false" if head else "true")
+        assert naming.RAY_SERVE not in labels  # the syncer sets it from proxy health
+        assert labels[naming.RAY_NODE_TYPE] == ("head" if head else "worker")
         assert labels[naming.ORIGIN_KIND] == "RayService"
         assert labels[naming.ORIGIN_NAME] == "fruit"
         ray = pod["spec"]["containers"][0]
@@ -581,7 +583,8 @@ def test_incremental_renders_gateway_route_and_per_generation_serve_service():
         p for p in pods(objects) if p["metadata"]["labels"][naming.RAY_NODE_TYPE] == "worker"
     ]
     assert workers
-    assert all(matches(serve["spec"]["selector"], p) for p in workers)
+    assert not any(matches(serve["spec"]["selector"], p) for p in workers)
+    assert all(matches(serve["spec"]["selector"], activated(p)) for p in workers)
 
 
 def test_incremental_serve_service_follows_service_type_and_head_exclusion():

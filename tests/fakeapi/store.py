@@ -62,6 +62,7 @@ _SERVER_FIELDS = (
     "deletionGracePeriodSeconds",
     "selfLink",
 )
+_KIND_ORDER = {kind: i for i, kind in enumerate(KINDS)}
 _BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -201,6 +202,8 @@ class Store:
         self._history: dict[Kind, deque[WatchEvent]] = {k: deque() for k in KINDS}
         self._floor: dict[Kind, int] = dict.fromkeys(KINDS, 0)
         self._watchers: list[Watcher] = []
+        self._uids: dict[str, tuple[Kind, tuple[str, str]]] = {}
+        self._owned: dict[str, set[tuple[Kind, tuple[str, str]]]] = {}
         namespaces = kind_for_type("v1", "Namespace")
         for name in _BOOT_NAMESPACES:
             self.create(
@@ -253,9 +256,25 @@ class Store:
             raise not_found(kind.plural, name, kind.group)
         return obj
 
+    def _index(self, kind: Kind, obj: Manifest) -> None:
+        key = self._key(obj)
+        self._uids[obj["metadata"]["uid"]] = (kind, key)
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            self._owned.setdefault(ref.get("uid", ""), set()).add((kind, key))
+
+    def _unindex(self, kind: Kind, obj: Manifest) -> None:
+        key = self._key(obj)
+        if self._uids.get(obj["metadata"]["uid"]) == (kind, key):
+            del self._uids[obj["metadata"]["uid"]]
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            self._owned.get(ref.get("uid", ""), set()).discard((kind, key))
+
     def _commit(self, kind: Kind, obj: Manifest, old: Manifest | None) -> Manifest:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
+        if old is not None:
+            self._unindex(kind, old)
+        self._index(kind, obj)
         self._objects[kind][self._key(obj)] = obj
         self._record(kind, WatchEvent(self._rv, "MODIFIED" if old else "ADDED", obj, old))
         return obj
@@ -851,20 +870,20 @@ class Store:
             return listed
 
     def _dependents(self, uid: str) -> list[tuple[Kind, Manifest]]:
+        keys = sorted(self._owned.get(uid, ()), key=lambda item: (_KIND_ORDER[item[0]], item[1]))
         found = []
-        for kind in KINDS:
-            for obj in self._objects[kind].values():
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(ref.get("uid") == uid for ref in refs):
-                    found.append((kind, obj))
+        for kind, key in keys:
+            obj = self._objects[kind].get(key)
+            if obj is not None:
+                found.append((kind, obj))
         return found
 
     def _by_uid(self, uid: str) -> tuple[Kind, Manifest] | None:
-        for kind in KINDS:
-            for obj in self._objects[kind].values():
-                if obj["metadata"]["uid"] == uid:
-                    return kind, obj
-        return None
+        located = self._uids.get(uid)
+        if located is None:
+            return None
+        obj = self._objects[located[0]].get(located[1])
+        return (located[0], obj) if obj is not None else None
 
     def _rewrite(self, kind: Kind, obj: Manifest, change: Callable[[Manifest], None]) -> Manifest:
         new = copy.deepcopy(obj)
@@ -925,7 +944,9 @@ class Store:
         final = copy.deepcopy(final)
         self._rv += 1
         final["metadata"]["resourceVersion"] = str(self._rv)
-        self._objects[kind].pop(self._key(final), None)
+        stored = self._objects[kind].pop(self._key(final), None)
+        if stored is not None:
+            self._unindex(kind, stored)
         self._record(kind, WatchEvent(self._rv, "DELETED", final, old))
         uid = final["metadata"]["uid"]
         for dep_kind, stale in self._dependents(uid):

@@ -18,6 +18,7 @@ import pytest
 import urllib3
 from kubernetes import client
 from kubernetes.client import ApiException
+from kubernetes.informer import SharedInformer
 
 from tests.fakeapi.fixtures import KubeApi, WatchStream, close_api_client, new_api_client
 from tests.fakeapi.server import FakeApiServer
@@ -1003,3 +1004,35 @@ def test_runs_as_a_module_and_prints_its_url(tmp_path):
         assert process.wait(timeout=10) == 0
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_shared_informer_resumes_after_dropped_watches_and_relists_after_compaction(kube_api):
+    server = kube_api.fake
+    core, ns = kube_api.core, kube_api.namespace
+    informer = SharedInformer(core.list_namespaced_config_map, namespace=ns)  # type: ignore[no-untyped-call]  # untyped
+
+    def cached() -> set[str]:
+        keys: list[str] = informer.cache.list_keys()
+        return {key.split("/")[-1] for key in keys}
+
+    informer.start()  # type: ignore[no-untyped-call]  # kubernetes.informer is untyped
+    try:
+        core.create_namespaced_config_map(ns, _cm("i1"))
+        _eventually(lambda: cached() == {"i1"})
+        lists = len(server.audit.records(verb="list", resource="configmaps", namespace=ns))
+        server.faults.drop_watches(abrupt=True)
+        core.create_namespaced_config_map(ns, _cm("i2"))
+        _eventually(lambda: cached() == {"i1", "i2"})
+        # Resumed from its resourceVersion: no new list.
+        assert len(server.audit.records(verb="list", resource="configmaps", namespace=ns)) == lists
+        core.delete_namespaced_config_map("i1", ns)
+        _eventually(lambda: cached() == {"i2"})
+        # Hold the reconnecting watch until history it needs has been compacted away.
+        server.faults.add_latency(0.5, verb="watch", resource="configmaps", times=1)
+        server.faults.drop_watches()
+        core.create_namespaced_config_map(ns, _cm("i3"))
+        server.faults.compact()
+        _eventually(lambda: cached() == {"i2", "i3"})
+        assert len(server.audit.records(verb="list", resource="configmaps", namespace=ns)) > lists
+    finally:
+        informer.stop()  # type: ignore[no-untyped-call]  # kubernetes.informer is untyped

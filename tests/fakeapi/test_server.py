@@ -638,6 +638,31 @@ def test_watch_older_than_history_window_is_gone():
             close_api_client(api)
 
 
+def test_exact_list_of_an_old_resource_version_is_gone(kube_api):
+    kube_api.fake  # noqa: B018 -- a real cluster serves old snapshots until etcd compacts
+    core, ns = kube_api.core, kube_api.namespace
+    old = core.list_namespaced_config_map(ns).metadata.resource_version
+    core.create_namespaced_config_map(ns, _cm("newer"))
+    exc = _error(
+        lambda: core.list_namespaced_config_map(
+            ns, resource_version=old, resource_version_match="Exact"
+        )
+    )
+    assert exc.status == 410
+    current = core.list_namespaced_config_map(ns).metadata.resource_version
+    exact = core.list_namespaced_config_map(
+        ns, resource_version=current, resource_version_match="Exact"
+    )
+    assert [c.metadata.name for c in exact.items] == ["newer"]
+
+
+def test_dry_run_create_stores_nothing(kube_api):
+    core, ns = kube_api.core, kube_api.namespace
+    created = core.create_namespaced_config_map(ns, _cm("dry"), dry_run="All")
+    assert created.metadata.name == "dry"
+    assert _error(lambda: core.read_namespaced_config_map("dry", ns)).status == 404
+
+
 def test_list_continue_token_expires_after_compaction(kube_api):
     server = kube_api.fake
     core, ns = kube_api.core, kube_api.namespace

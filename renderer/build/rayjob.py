@@ -77,11 +77,14 @@ SHUTDOWN_POLL_SECONDS: Final = 2
 
 # Runs `ray start --block` in the background; on the shutdown annotation it runs `ray stop`
 # and exits 0, otherwise it exits with Ray's code. PID 1 ignores SIGTERM unless trapped, so
-# the trap forwards it to Ray; sleeping in the background keeps the trap prompt.
+# the trap forwards it to Ray (a signal that lands before `$!` is known is remembered and
+# forwarded just after); sleeping in the background keeps the trap prompt.
 WRAPPER_TEMPLATE: Final = """\
+ray_pid= ray_term=
+trap 'ray_term=1; kill -TERM "$ray_pid" 2>/dev/null' TERM INT
 {{ ray_start }} &
 ray_pid=$!
-trap 'kill -TERM "$ray_pid" 2>/dev/null' TERM INT
+[ -z "$ray_term" ] || kill -TERM "$ray_pid"
 while kill -0 "$ray_pid" 2>/dev/null; do
   if grep -q '^{{ pattern }}=' "{{ file }}" 2>/dev/null; then
     echo "{{ annotation }} is set: stopping Ray"
@@ -457,16 +460,29 @@ def _add_podinfo(cluster_spec: Manifest) -> None:
         pod["containers"][0].setdefault("volumeMounts", []).append(_podinfo_mount())
 
 
-def _unwrapped_pods(objects: list[Manifest]) -> list[Manifest]:
-    """Pods whose command the wrapper could not reach (the user runs `ray start` itself)."""
-    unwrapped = []
+def _check_wrapped(cluster_spec: Manifest, objects: list[Manifest]) -> list[Problem]:
+    """Warn once per group whose command the wrapper cannot reach (the user runs `ray start`)."""
+    unwrapped: set[str] = set()
     for obj in objects:
         if obj.get("kind") != "Pod":
             continue
         args = obj["spec"]["containers"][0].get("args") or []
         if not any(naming.SHUTDOWN_REQUESTED in str(arg) for arg in args):
-            unwrapped.append(obj)
-    return unwrapped
+            unwrapped.add(str(obj["metadata"]["labels"].get(naming.RAY_GROUP)))
+    problems = []
+    for at, group in _group_templates(cluster_spec):
+        name = naming.HEAD_GROUP if at[-1] == "headGroupSpec" else str(group.get("groupName"))
+        if name in unwrapped:
+            problems.append(
+                Problem(
+                    (*at, "template", "spec", "containers", 0),
+                    "this Ray container runs its own `ray start` (or the RayJob sets "
+                    "ray.io/overwrite-container-cmd), so kuberay render cannot wrap it: the "
+                    f"syncer's {naming.SHUTDOWN_REQUESTED} annotation will not stop its Pods",
+                    "warning",
+                )
+            )
+    return problems
 
 
 # --- the submitter script and container -----------------------------------------------------
@@ -936,16 +952,7 @@ def _build_cluster_objects(
             "'dashboard'"
         )
         return [*problems, Problem(_HEAD_PORTS_AT, message)], None
-    for pod in _unwrapped_pods(built):
-        problems.append(
-            Problem(
-                ("spec", "rayClusterSpec"),
-                f"Pod {pod['metadata']['name']} runs its own `ray start` (or sets "
-                "ray.io/overwrite-container-cmd), so kuberay render cannot wrap it: the "
-                f"syncer's {naming.SHUTDOWN_REQUESTED} annotation will not stop it",
-                "warning",
-            )
-        )
+    problems.extend(_check_wrapped(plan.spec["rayClusterSpec"], built))
     job_head_service: str | None = naming.head_service_name(plan.name)
     if job_head_service == head_service:  # a custom head Service name took it already
         job_head_service = None

@@ -85,9 +85,9 @@ class Rest:
         path: str,
         *,
         query: Mapping[str, str] | None = None,
-        body: Any = None,
+        body: Manifest | list[Manifest] | None = None,
         content_type: str = "application/json",
-    ) -> Any:
+    ) -> Manifest:
         """Send one request; returns the decoded JSON body.
 
         Raises:
@@ -108,7 +108,8 @@ class Rest:
         data: bytes = response.response.data  # the urllib3 response; RESTResponse.read is untyped
         if not 200 <= response.status <= 299:
             raise ApiException.from_response(http_resp=response, body=data.decode(), data=None)
-        return json.loads(data) if data else None
+        decoded: Manifest = json.loads(data) if data else {}
+        return decoded
 
     def list(self, group_version: str, plural: str, namespace: str | None) -> list[Manifest]:
         """List one resource (in a namespace, or in all), items sorted by namespace and name."""

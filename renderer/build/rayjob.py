@@ -200,17 +200,19 @@ def _go_float(value: float) -> str:
     """Go's encoding/json float64 format: shortest digits, `e` only outside [1e-6, 1e21)."""
     if math.isnan(value) or math.isinf(value):
         raise GoJsonError(f"json: unsupported value: {value}")
-    if value == int(value) and abs(value) < 1e21:
-        return str(int(value)) if value or not math.copysign(1, value) < 0 else "-0"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
     magnitude = abs(value)
     text = repr(value)
     if magnitude < 1e-6 or magnitude >= 1e21:
+        # Both write two exponent digits at least; Go then shortens `e-0d` to `e-d`.
         mantissa, _, exponent = text.partition("e")
-        sign = exponent[0] if exponent[0] in "+-" else "+"
-        digits = exponent.lstrip("+-").lstrip("0") or "0"
-        if sign == "+" and len(digits) < 2:
-            digits = digits.zfill(2)
+        sign, digits = exponent[0], exponent[1:]
+        if sign == "-" and digits.startswith("0"):
+            digits = digits[1:]
         return f"{mantissa}e{sign}{digits}"
+    if value == int(value):
+        return str(int(value))
     # Python's repr uses an exponent below 1e-4 and from 1e16, Go's fixed form does not.
     return format(Decimal(text), "f")
 
@@ -245,7 +247,7 @@ def go_json(value: Any) -> str:
     """Go's `encoding/json.Marshal` of decoded YAML: sorted keys, compact, HTML-escaped.
 
     Raises:
-        GoJsonError: for NaN or infinite numbers, which Go refuses.
+        GoJsonError: for NaN, infinities and YAML-only types (sets, binary), which Go refuses.
     """
     if value is None:
         return "null"
@@ -264,7 +266,7 @@ def go_json(value: Any) -> str:
         return "{" + ",".join(f"{_go_string(k)}:{go_json(v)}" for k, v in items) + "}"
     if isinstance(value, list):
         return "[" + ",".join(go_json(v) for v in value) + "]"
-    return _go_string(str(value))
+    raise GoJsonError(f"json: unsupported type: {type(value).__name__}")
 
 
 def go_float32(value: float) -> str:
@@ -849,7 +851,7 @@ def _check_plan(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
             Problem(
                 ("spec", "runtimeEnvYAML"),
                 f"runtimeEnvYAML cannot be converted to JSON: {str(exc).splitlines()[0]}; "
-                "write a YAML mapping with finite numbers",
+                "write a YAML mapping of plain values with finite numbers",
             )
         )
     if plan.mode == K8S_JOB_MODE and not plan.suspended:

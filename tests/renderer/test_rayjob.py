@@ -218,6 +218,14 @@ def test_sidecar_restart_gate_needs_kubernetes_1_35() -> None:
     assert not [p for p in problems_of(doc, newer) if p.severity == "error"]
 
 
+def test_sidecar_defaults_to_port_8265_when_the_head_lists_no_ports() -> None:
+    head = head_container()
+    del head["ports"]
+    doc = job_doc(submissionMode="SidecarMode", rayClusterSpec=cluster_spec(head))
+    container = rayjob.build_sidecar_submitter(plan_for(doc), OPTIONS)
+    assert "--address http://127.0.0.1:8265 " in container["args"][0]
+
+
 def test_sidecar_uses_the_custom_dashboard_container_port() -> None:
     head = head_container(ports=[{"containerPort": 9000, "name": "dashboard"}])
     doc = job_doc(submissionMode="SidecarMode", rayClusterSpec=cluster_spec(head))
@@ -253,6 +261,25 @@ def test_runtime_env_is_read_as_yaml_1_1_with_go_number_formats() -> None:
     )
 
 
+def test_runtime_env_keys_and_values_follow_go_json() -> None:
+    spec = {
+        "runtimeEnvYAML": (
+            "~: a\nyes: b\noff: c\n1.5: d\n3: e\nneg: -0.0\ntiny: 1.0e-7\nlow: off\n"
+            'ctl: "\\x01<&\\u2028"\n'
+        )
+    }
+    assert rayjob.runtime_env_json(spec) == (
+        '{"1.5":"d","3":"e","ctl":"\\u0001\\u003c\\u0026\\u2028","false":"c","low":false,'
+        '"neg":-0,"null":"a","tiny":1e-7,"true":"b"}'
+    )
+
+
+@pytest.mark.parametrize("text", ["limit: .inf", "tags: !!set {a}", "blob: !!binary aGk="])
+def test_runtime_env_values_go_cannot_encode_are_refused(text: str) -> None:
+    problems = problems_of(job_doc(runtimeEnvYAML=text))
+    assert [p.path for p in problems if p.severity == "error"] == [("spec", "runtimeEnvYAML")]
+
+
 def test_whitespace_only_runtime_env_gives_null_like_kuberay() -> None:
     assert rayjob.submit_options({"runtimeEnvYAML": "  \n"}, None) == [
         "--runtime-env-json",
@@ -260,14 +287,9 @@ def test_whitespace_only_runtime_env_gives_null_like_kuberay() -> None:
     ]
 
 
-def test_runtime_env_with_an_infinity_is_refused() -> None:
-    doc = job_doc(runtimeEnvYAML="limit: .inf")
-    problems = problems_of(doc)
-    assert [p.path for p in problems if p.severity == "error"] == [("spec", "runtimeEnvYAML")]
-
-
 def test_go_quote_matches_strconv_quote() -> None:
     assert rayjob.go_quote('a"b\\c\n\t\x01\x7fé\u200b') == '"a\\"b\\\\c\\n\\t\\x01\\x7fé\\u200b"'
+    assert rayjob.go_quote("\U000e0001\U0001f600") == '"\\U000e0001\U0001f600"'
 
 
 def test_entrypoint_floats_are_formatted_as_go_float32() -> None:
@@ -289,15 +311,14 @@ def test_entrypoint_is_trimmed_and_pasted_unquoted() -> None:
 
 
 def test_metadata_json_is_kept_with_cluster_selector() -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "s", "image": "i"}]}}
     doc = job_doc(
         clusterSelector={"ray.io/cluster": "existing-cluster"},
         metadata={"tenant": "tenant1", "team": "ml-platform"},
-        submissionMode="HTTPMode",
+        submitterPodTemplate=template,
     )
-    plan = plan_for(doc)
-    tokens = rayjob.submit_options(doc["spec"], plan.submission_id)
-    index = tokens.index("--metadata-json")
-    assert tokens[index + 1] == '"{\\"team\\":\\"ml-platform\\",\\"tenant\\":\\"tenant1\\"}"'
+    args = find(build(doc), "Job")["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert '--metadata-json "{\\"team\\":\\"ml-platform\\",\\"tenant\\":\\"tenant1\\"}"' in args
 
 
 @pytest.mark.parametrize(
@@ -312,6 +333,12 @@ def test_metadata_needs_ray_2_6_when_the_version_is_set(version: str, fragment: 
     errors = [p for p in problems_of(doc) if p.path == ("spec", "metadata")]
     assert len(errors) == 1
     assert fragment in errors[0].message
+
+
+def test_metadata_is_accepted_with_a_recent_ray_version() -> None:
+    objects = build(job_doc(metadata={"k": "v"}, submissionMode="SidecarMode"))
+    head = next(p for p in pods(objects) if p["metadata"]["labels"][naming.RAY_NODE_TYPE] == "head")
+    assert '--metadata-json "{\\"k\\":\\"v\\"}"' in head["spec"]["containers"][1]["args"][0]
 
 
 def test_metadata_is_accepted_without_a_ray_version() -> None:
@@ -511,6 +538,12 @@ def test_user_submitter_template_without_command_gets_the_script() -> None:
     assert container["args"][0].startswith("until python -c")
 
 
+def test_user_submitter_template_needs_a_container() -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": []}}
+    problems = problems_of(job_doc(submitterPodTemplate=template))
+    assert [p.message for p in problems] == ["submitterPodTemplate needs at least one container"]
+
+
 def test_user_submitter_template_needs_a_job_restart_policy() -> None:
     template = {"spec": {"containers": [{"name": "s", "image": "img"}]}}
     problems = problems_of(job_doc(submitterPodTemplate=template))
@@ -614,6 +647,44 @@ def test_reserved_podinfo_volume_name_is_refused() -> None:
     assert [p.path for p in problems] == [
         ("spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "volumes", 0, "name")
     ]
+
+
+def test_reserved_podinfo_mount_path_is_refused() -> None:
+    spec = cluster_spec()
+    worker = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker["volumeMounts"] = [{"name": "x", "mountPath": "/etc/kuberay/podinfo"}]
+    problems = problems_of(job_doc(rayClusterSpec=spec))
+    assert [p.path for p in problems] == [
+        (
+            "spec",
+            "rayClusterSpec",
+            "workerGroupSpecs",
+            0,
+            "template",
+            "spec",
+            "containers",
+            0,
+            "volumeMounts",
+            0,
+            "mountPath",
+        )
+    ]
+
+
+def test_cluster_problems_found_while_building_are_reported() -> None:
+    doc = job_doc(annotations={"ray.io/enable-serve-service": "true"})
+    problems = problems_of(doc)
+    assert [p.path for p in problems] == [
+        ("metadata", "annotations", "ray.io/enable-serve-service")
+    ]
+
+
+def test_custom_head_service_named_like_the_job_service_is_not_rendered_twice() -> None:
+    spec = cluster_spec()
+    spec["headGroupSpec"]["headService"] = {"metadata": {"name": "demo-head-svc"}}
+    objects = build(job_doc(rayClusterSpec=spec))
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Service"] == ["demo-head-svc"]
+    assert intent(objects)["derived"]["jobHeadServiceName"] is None
 
 
 def test_job_head_service_is_kuberays_stable_service() -> None:

@@ -1,8 +1,14 @@
-"""Shared test options: `--update-golden` rewrites expected golden files."""
+"""Shared test options and fixtures.
+
+`--update-golden` rewrites expected golden files. The fake Kubernetes API fixtures
+(`kube_api`, `fake_api_server`, `fake_controllers`) are available everywhere.
+"""
 
 from __future__ import annotations
 
 import pytest
+
+pytest_plugins = ["tests.fakeapi.fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -1,0 +1,265 @@
+"""List+watch caches of live objects, one thread per resource and namespace.
+
+An informer lists, then watches from the list's resourceVersion; a dropped stream
+resumes from the last version seen (bookmarks included), and `410 Gone` means list
+again. Objects are cut down by a projection before they are cached, so thousands of
+pods stay small in memory. Handlers learn about changes; they must not block.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from syncer.errors import GoneError, SyncerError
+from syncer.kube import Kube, Resource
+
+Manifest = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name)
+Handler = Callable[[str, Manifest], None]  # (event type, object)
+Projection = Callable[[Manifest], Manifest]
+
+_LOG = logging.getLogger(__name__)
+
+
+def key_of(obj: Manifest) -> Key:
+    """The cache key of an object."""
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def keep_all(obj: Manifest) -> Manifest:
+    """The identity projection."""
+    return obj
+
+
+class Informer:
+    """A cache of one resource in one namespace (or all), kept current by list+watch."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        project: Projection = keep_all,
+        handlers: Iterable[Handler] = (),
+        backoff: Callable[[int], float] | None = None,
+        watch_timeout_s: int = 300,
+    ) -> None:
+        self.resource = resource
+        self.namespace = namespace
+        self._kube = kube
+        self._selector = label_selector
+        self._project = project
+        self._handlers = list(handlers)
+        self._cache: dict[Key, Manifest] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._backoff = backoff or (lambda failures: min(30.0, 0.5 * 2 ** min(failures, 6)))
+        self._watch_timeout = watch_timeout_s
+        self.resource_version = ""
+        self.relists = 0
+        self._indexers: dict[str, Callable[[Manifest], Iterable[Hashable]]] = {}
+        self._indices: dict[str, dict[Hashable, set[Key]]] = {}
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> Manifest | None:
+        """The cached object, or None."""
+        with self._lock:
+            return self._cache.get((namespace, name))
+
+    def items(self) -> list[Manifest]:
+        """A snapshot of every cached object."""
+        with self._lock:
+            return list(self._cache.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._cache)
+
+    @property
+    def synced(self) -> bool:
+        """Whether the first list has been loaded."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """Block until the first list has been loaded."""
+        return self._synced.wait(timeout)
+
+    def add_index(self, name: str, values: Callable[[Manifest], Iterable[Hashable]]) -> None:
+        """Keep an index `name`: value → keys of the objects `values(obj)` names."""
+        with self._lock:
+            self._indexers[name] = values
+            index: dict[Hashable, set[Key]] = {}
+            for key, obj in self._cache.items():
+                for value in values(obj):
+                    index.setdefault(value, set()).add(key)
+            self._indices[name] = index
+
+    def by_index(self, name: str, value: Hashable) -> list[Manifest]:
+        """The cached objects whose index `name` holds `value`."""
+        with self._lock:
+            keys = self._indices[name].get(value, ())
+            return [self._cache[k] for k in keys if k in self._cache]
+
+    def _index_remove_locked(self, key: Key, obj: Manifest) -> None:
+        for name, values in self._indexers.items():
+            index = self._indices[name]
+            for value in values(obj):
+                bucket = index.get(value)
+                if bucket is not None:
+                    bucket.discard(key)
+                    if not bucket:
+                        del index[value]
+
+    def _index_add_locked(self, key: Key, obj: Manifest) -> None:
+        for name, values in self._indexers.items():
+            for value in values(obj):
+                self._indices[name].setdefault(value, set()).add(key)
+
+    def _store_locked(self, key: Key, obj: Manifest | None) -> None:
+        old = self._cache.get(key)
+        if old is not None:
+            self._index_remove_locked(key, old)
+        if obj is None:
+            self._cache.pop(key, None)
+        else:
+            self._cache[key] = obj
+            self._index_add_locked(key, obj)
+
+    def upsert(self, obj: Manifest) -> None:
+        """Put an object this process just wrote, unless the cache already has a newer one."""
+        projected = self._project(obj)
+        key = key_of(projected)
+        with self._lock:
+            current = self._cache.get(key)
+            if current is None or _newer(projected, current):
+                self._store_locked(key, projected)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop an object this process just deleted."""
+        with self._lock:
+            self._store_locked((namespace, name), None)
+
+    def add_handler(self, handler: Handler) -> None:
+        """Call `handler(event_type, object)` on every change."""
+        self._handlers.append(handler)
+
+    # --- running ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the list+watch loop in a daemon thread."""
+        self._thread = threading.Thread(
+            target=self.run, name=f"informer-{self.resource.plural}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the loop to end (it ends when the current watch returns)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the loop thread."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """List, then watch and resume until stopped."""
+        failures = 0
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self.relist()
+                    need_list = False
+                self._watch_once()
+                failures = 0
+            except GoneError:
+                _LOG.info("watch expired, listing again resource=%s", self.resource.plural)
+                need_list = True
+            except SyncerError as exc:
+                failures += 1
+                delay = self._backoff(failures)
+                _LOG.warning(
+                    "list/watch failed resource=%s error=%s retry_in=%.1fs",
+                    self.resource.plural,
+                    exc,
+                    delay,
+                )
+                self._stop.wait(delay)
+
+    def relist(self) -> None:
+        """Replace the cache with a fresh list, telling handlers what changed."""
+        items, version = self._kube.list(
+            self.resource, self.namespace, label_selector=self._selector
+        )
+        fresh = {key_of(item): self._project(item) for item in items}
+        with self._lock:
+            old = self._cache
+            self._cache = {}
+            for index in self._indices.values():
+                index.clear()
+            for key, obj in fresh.items():
+                self._store_locked(key, obj)
+            self.resource_version = version
+        self.relists += 1
+        self._synced.set()
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self._notify("ADDED", obj)
+            elif _version(before) != _version(obj):
+                self._notify("MODIFIED", obj)
+        for key, obj in old.items():
+            if key not in fresh:
+                self._notify("DELETED", obj)
+
+    def _watch_once(self) -> None:
+        events = self._kube.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self._selector,
+            timeout_s=self._watch_timeout,
+        )
+        for event in events:
+            if self._stop.is_set():
+                return
+            version = str((event.object.get("metadata") or {}).get("resourceVersion") or "")
+            if event.type == "BOOKMARK":
+                self.resource_version = version or self.resource_version
+                continue
+            obj = self._project(event.object)
+            key = key_of(obj)
+            with self._lock:
+                self._store_locked(key, None if event.type == "DELETED" else obj)
+                if version:
+                    self.resource_version = version
+            self._notify(event.type, obj)
+
+    def _notify(self, kind: str, obj: Manifest) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj)
+            except Exception:  # noqa: BLE001 - a handler bug must not kill the informer
+                _LOG.exception("informer handler failed resource=%s", self.resource.plural)
+
+
+def _version(obj: Manifest) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _newer(a: Manifest, b: Manifest) -> bool:
+    """Whether `a` is a later version than `b` (resourceVersions compare as integers when
+    they are; Kubernetes calls them opaque, but etcd's are, and the fake server's too)."""
+    va, vb = _version(a), _version(b)
+    if va.isdigit() and vb.isdigit():
+        return int(va) > int(vb)
+    return va != vb

@@ -1,0 +1,386 @@
+"""The syncer's only door to the Kubernetes API: plain dicts in and out.
+
+Uses the `kubernetes` package for configuration only (kubeconfig or in-cluster: host,
+TLS, credentials) and speaks REST through its urllib3 pool, so objects stay JSON dicts
+(the generated model classes cost memory and time at thousands of objects). Every
+failure leaves as `TransientError` / `PermanentError` (or their subclasses).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client, config
+
+from syncer.errors import PermanentError, SyncerError, TransientError, error_for_status
+
+Manifest = dict[str, Any]
+_LOG = logging.getLogger(__name__)
+
+FIELD_MANAGER: Final = "kuberay-syncer"
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One REST resource: where it lives and what it is called."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """`v1` or `<group>/<version>`."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+        """The REST path of the collection, an object, or an object's subresource."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if sub is not None:
+            base += f"/{sub}"
+        return base
+
+
+PODS: Final = Resource("", "v1", "pods", "Pod")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
+SERVICES: Final = Resource("", "v1", "services", "Service")
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+EVENTS: Final = Resource("", "v1", "events", "Event")
+JOBS: Final = Resource("batch", "v1", "jobs", "Job")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+HTTPROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
+RESOURCES_BY_KIND: Final = {r.kind: r for r in (PODS, CONFIGMAPS, SERVICES, SECRETS, JOBS, HTTPROUTES)}
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One event of a watch stream: ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: Manifest
+
+
+class Kube(Protocol):
+    """What the syncer needs from a Kubernetes API server."""
+
+    def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        """All objects (following `continue`), and the list's resourceVersion."""
+        ...
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_s: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Events after `resource_version`; raises GoneError when it is too old."""
+        ...
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
+        """One object, or None when it does not exist."""
+        ...
+
+    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Create an object (ConflictError when it exists)."""
+        ...
+
+    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """PUT an object; its metadata.resourceVersion guards the write."""
+        ...
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE_PATCH,
+    ) -> Manifest:
+        """Patch an object (a merge patch with metadata.resourceVersion is guarded)."""
+        ...
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete an object; False when it was already gone."""
+        ...
+
+
+class KubeClient:
+    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout_s: float = 10.0) -> None:
+        self._api = api_client
+        self._config = api_client.configuration
+        self._pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+        self._timeout = timeout_s
+        self._lock = threading.Lock()
+        self.requests = 0
+
+    @classmethod
+    def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
+        """In-cluster config when running in a Pod, else the kubeconfig file."""
+        if kubeconfig is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
+                return cls(client.ApiClient())
+            except config.ConfigException:
+                pass
+        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
+        return cls(api_client)
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
+
+    # --- transport -----------------------------------------------------------------------
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        hook = getattr(self._config, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(self._config)
+        headers = {"Accept": "application/json", "User-Agent": "kuberay-syncer"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        for setting in self._config.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        stream: bool = False,
+        timeout_s: float | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        url = self._config.host.rstrip("/") + path
+        if query:
+            url += "?" + urlencode(query)
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None and content_type is None:
+            content_type = "application/json"
+        read = timeout_s if timeout_s is not None else self._timeout
+        with self._lock:
+            self.requests += 1
+        try:
+            response = self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(content_type),
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=self._timeout, read=read),
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransientError(f"{method} {path}: {exc}") from exc
+        if response.status >= 400:
+            text = response.read().decode("utf-8", "replace")
+            response.release_conn()
+            raise self._error(method, path, response.status, text, response.headers)
+        if not stream:
+            response.read(cache_content=True)
+            response.release_conn()
+        return response
+
+    @staticmethod
+    def _error(method: str, path: str, status: int, text: str, headers: Any) -> SyncerError:
+        message = text
+        try:
+            decoded = json.loads(text)
+            if isinstance(decoded, dict) and decoded.get("message"):
+                message = str(decoded["message"])
+        except ValueError:
+            pass
+        retry = headers.get("Retry-After") if headers is not None else None
+        retry_after = float(retry) if retry and str(retry).isdigit() else None
+        return error_for_status(status, f"{method} {path}: {status} {message}", retry_after=retry_after)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Manifest:
+        response = self._request(method, path, **kwargs)
+        try:
+            decoded = json.loads(response.data or b"{}")
+        except ValueError as exc:
+            raise TransientError(f"{method} {path}: the answer is not JSON") from exc
+        if not isinstance(decoded, dict):
+            raise PermanentError(f"{method} {path}: expected a JSON object")
+        return decoded
+
+    # --- verbs -----------------------------------------------------------------------------
+
+    def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        """All objects (following `continue`), and the list's resourceVersion."""
+        items: list[Manifest] = []
+        query: dict[str, str] = {"limit": "500"}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        while True:
+            answer = self._json("GET", resource.path(namespace), query=query)
+            for item in answer.get("items") or []:
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                items.append(item)
+            meta = answer.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+            query = {**query, "continue": str(token)}
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_s: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Events after `resource_version`; raises GoneError when it is too old."""
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_s),
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        response = self._request(
+            "GET", resource.path(namespace), query=query, stream=True, timeout_s=timeout_s + 30
+        )
+        buffer = b""
+        try:
+            for chunk in response.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield self._event(line, resource)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientError(f"watch {resource.plural}: {exc}") from exc
+        finally:
+            response.release_conn()
+        if buffer.strip():
+            yield self._event(buffer, resource)
+
+    @staticmethod
+    def _event(line: bytes, resource: Resource) -> WatchEvent:
+        try:
+            decoded = json.loads(line)
+        except ValueError as exc:
+            raise TransientError(f"watch {resource.plural}: a line is not JSON") from exc
+        kind = str(decoded.get("type", ""))
+        obj = decoded.get("object") or {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 500)
+            raise error_for_status(code, f"watch {resource.plural}: {obj.get('message', '')}")
+        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("kind", resource.kind)
+        return WatchEvent(kind, obj)
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
+        """One object, or None when it does not exist."""
+        try:
+            return self._json("GET", resource.path(namespace, name))
+        except SyncerError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Create an object (ConflictError when it exists)."""
+        return self._json(
+            "POST",
+            resource.path(namespace),
+            query={"fieldManager": FIELD_MANAGER},
+            body=body,
+        )
+
+    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """PUT an object; its metadata.resourceVersion guards the write."""
+        name = str(body["metadata"]["name"])
+        return self._json(
+            "PUT",
+            resource.path(namespace, name),
+            query={"fieldManager": FIELD_MANAGER},
+            body=body,
+        )
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE_PATCH,
+    ) -> Manifest:
+        """Patch an object (a merge patch with metadata.resourceVersion is guarded)."""
+        return self._json(
+            "PATCH",
+            resource.path(namespace, name),
+            query={"fieldManager": FIELD_MANAGER},
+            body=body,
+            content_type=content_type,
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete an object; False when it was already gone."""
+        body: Manifest = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        if resource_version is not None:
+            body["preconditions"] = {"resourceVersion": resource_version}
+        try:
+            self._json("DELETE", resource.path(namespace, name), body=body)
+        except SyncerError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+def now() -> float:
+    """Wall-clock seconds; the only clock kube-facing code reads."""
+    return time.time()

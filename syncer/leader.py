@@ -1,0 +1,261 @@
+"""Leader election with a coordination.k8s.io Lease, and a write guard that needs it.
+
+Follows client-go's rules: a lease is free when its holder is empty or its record has
+not changed for `leaseDurationSeconds` as observed locally (no clock comparison across
+machines); the holder renews every `retry_period`; leadership counts as fresh only
+while the last successful renewal is younger than `renew_deadline`. `GuardedKube`
+refuses every write unless leadership is fresh, so a paused or partitioned replica
+cannot write after another one took over.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from syncer.errors import ConflictError, NotLeaderError, SyncerError
+from syncer.kube import LEASES, Kube, Resource, WatchEvent
+
+Manifest = dict[str, Any]
+_LOG = logging.getLogger(__name__)
+
+
+def micro_time(seconds: float) -> str:
+    """A Kubernetes MicroTime (RFC 3339 with microseconds, UTC)."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """Acquire and renew one Lease; `is_fresh()` tells whether writes are allowed now."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_duration_s: float = 15.0,
+        renew_deadline_s: float = 10.0,
+        retry_period_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self._kube = kube
+        self._duration = lease_duration_s
+        self._deadline = renew_deadline_s
+        self._period = retry_period_s
+        self._clock = clock
+        self._wall = wall
+        self._on_change = on_change
+        self._renewed_at: float | None = None
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
+        self._observed_at = 0.0
+        self._leader = False
+        self._lock = threading.Lock()
+        self.transitions = 0
+
+    def is_fresh(self) -> bool:
+        """Whether this replica holds the lease and renewed it within the renew deadline."""
+        with self._lock:
+            return (
+                self._leader
+                and self._renewed_at is not None
+                and self._clock() - self._renewed_at < self._deadline
+            )
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica believes it holds the lease (fresh or not)."""
+        return self._leader
+
+    def _set_leader(self, value: bool) -> None:
+        if value != self._leader:
+            self._leader = value
+            self.transitions += 1
+            _LOG.info("leadership changed leader=%s identity=%s", value, self.identity)
+            if self._on_change is not None:
+                self._on_change(value)
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; True when this replica holds a freshly renewed lease."""
+        now_wall = self._wall()
+        lease = self._kube.get(LEASES, self.namespace, self.name)
+        spec: Manifest = {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self._duration),
+            "renewTime": micro_time(now_wall),
+        }
+        try:
+            if lease is None:
+                spec["acquireTime"] = micro_time(now_wall)
+                spec["leaseTransitions"] = 0
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": spec,
+                }
+                self._kube.create(LEASES, self.namespace, body)
+            else:
+                current = lease.get("spec") or {}
+                holder = str(current.get("holderIdentity") or "")
+                record = (holder, str(current.get("renewTime") or ""))
+                if record != self._observed:
+                    self._observed = record
+                    self._observed_at = self._clock()
+                duration = float(current.get("leaseDurationSeconds") or self._duration)
+                expired = self._clock() - self._observed_at >= duration
+                if holder and holder != self.identity and not expired:
+                    self._lost()
+                    return False
+                transitions = int(current.get("leaseTransitions") or 0)
+                if holder == self.identity:
+                    spec["acquireTime"] = current.get("acquireTime") or micro_time(now_wall)
+                    spec["leaseTransitions"] = transitions
+                else:
+                    spec["acquireTime"] = micro_time(now_wall)
+                    spec["leaseTransitions"] = transitions + 1
+                lease["spec"] = spec
+                self._kube.replace(LEASES, self.namespace, lease)
+        except ConflictError:
+            self._lost()
+            return False
+        with self._lock:
+            self._renewed_at = self._clock()
+            self._observed = (self.identity, spec["renewTime"])
+            self._observed_at = self._renewed_at
+        self._set_leader(True)
+        return True
+
+    def _lost(self) -> None:
+        with self._lock:
+            self._renewed_at = None
+        self._set_leader(False)
+
+    def run(self, stop: threading.Event) -> None:
+        """Acquire and renew until `stop` is set, then release the lease if held."""
+        while not stop.is_set():
+            try:
+                self.try_acquire_or_renew()
+            except SyncerError as exc:
+                _LOG.warning("lease renewal failed error=%s", exc)
+                if not self.is_fresh():
+                    self._set_leader(False)
+            stop.wait(self._period)
+        self.release()
+
+    def release(self) -> None:
+        """Give the lease up (holder cleared), so another replica takes over at once."""
+        if not self._leader:
+            return
+        try:
+            lease = self._kube.get(LEASES, self.namespace, self.name)
+            if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["holderIdentity"] = ""
+                lease["spec"]["leaseDurationSeconds"] = 1
+                lease["spec"]["renewTime"] = micro_time(self._wall())
+                self._kube.replace(LEASES, self.namespace, lease)
+                _LOG.info("lease released identity=%s", self.identity)
+        except SyncerError as exc:
+            _LOG.warning("lease release failed error=%s", exc)
+        finally:
+            self._lost()
+
+
+class AlwaysLeader:
+    """Leadership for a single replica run without election (e.g. `--no-leader-elect`)."""
+
+    is_leader = True
+
+    def is_fresh(self) -> bool:
+        """Always fresh."""
+        return True
+
+
+class GuardedKube:
+    """A `Kube` whose writes happen only under fresh leadership; reads pass through."""
+
+    def __init__(self, kube: Kube, leadership: LeaderElector | AlwaysLeader) -> None:
+        self._kube = kube
+        self._leadership = leadership
+        self.writes = 0
+
+    def _check(self, verb: str, name: str) -> None:
+        if not self._leadership.is_fresh():
+            raise NotLeaderError(f"not writing ({verb} {name}): no fresh leader lease")
+        self.writes += 1
+
+    def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        """Pass through."""
+        return self._kube.list(resource, namespace, label_selector=label_selector)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_s: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Pass through."""
+        return self._kube.watch(
+            resource,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout_s=timeout_s,
+        )
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
+        """Pass through."""
+        return self._kube.get(resource, namespace, name)
+
+    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Create, under fresh leadership only."""
+        self._check("create", f"{resource.kind}/{body.get('metadata', {}).get('name')}")
+        return self._kube.create(resource, namespace, body)
+
+    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Replace, under fresh leadership only."""
+        self._check("replace", f"{resource.kind}/{body.get('metadata', {}).get('name')}")
+        return self._kube.replace(resource, namespace, body)
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = "application/merge-patch+json",
+    ) -> Manifest:
+        """Patch, under fresh leadership only."""
+        self._check("patch", f"{resource.kind}/{name}")
+        return self._kube.patch(resource, namespace, name, body, content_type=content_type)
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete, under fresh leadership only."""
+        self._check("delete", f"{resource.kind}/{name}")
+        return self._kube.delete(
+            resource, namespace, name, resource_version=resource_version, propagation=propagation
+        )

@@ -1,0 +1,646 @@
+"""The reconcile loop: watch events and timers in, one pass per RayJob out.
+
+Informers keep small caches of the live objects (intent and status ConfigMaps, Pods,
+Jobs); their events put job keys on a de-duplicating work queue; worker threads take
+keys, observe, call the pure state machine (`rayjob.decide`), carry out its actions
+and publish the status ConfigMap. All state lives in the cluster, so a new process
+(or a new leader) resumes from the status ConfigMaps. Dashboards are asked only for
+clusters with work in flight, with one list call per cluster, under a request budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from renderer import naming
+from syncer import rayjob, views
+from syncer.dashboard import Dashboard
+from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
+from syncer.informer import Informer
+from syncer.intent import IntentError, JobIntent, parse_job_intent
+from syncer.kube import CONFIGMAPS, EVENTS, JOBS, JSON_PATCH, PODS, Kube
+from syncer.workqueue import WorkQueue
+
+Manifest = dict[str, Any]
+JobKey = tuple[str, str, str]  # (kind, namespace, name)
+_LOG = logging.getLogger(__name__)
+
+STATUS_KEY: Final = "status.json"
+ROLE_STATUS: Final = "status"
+SYNCER_MANAGER: Final = "kuberay-syncer"
+STATUS_ANNOTATION_PREFIX: Final = "status.kuberay.io/"
+
+
+@dataclass(slots=True)
+class Options:
+    """What the loop needs from the syncer config (see `syncer.config.Config`)."""
+
+    namespaces: Sequence[str | None] = (None,)
+    label_selector: str = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"
+    poll_interval_s: float = 3.0
+    idle_resync_s: float = 300.0
+    dashboard_budget_rps: float = 200.0
+    workers: int = 8
+    ttl_mode: str = "stop"
+    work_queue_limit: int = 100_000
+    settings: rayjob.Settings = field(default_factory=rayjob.Settings)
+
+
+class RateLimiter:
+    """A token bucket: at most `rate` acquisitions per second, bursts up to one second's."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate = max(rate, 0.001)
+        self._clock = clock
+        self._tokens = self._rate
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, sleeping until there is one; returns the time waited."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self._rate, self._tokens + (now - self._stamp) * self._rate)
+            self._stamp = now
+            self._tokens -= 1
+            wait = -self._tokens / self._rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+
+class DashboardPool:
+    """Dashboards by URL; one `list_jobs` answer per cluster is shared for `max_age_s`."""
+
+    def __init__(
+        self,
+        factory: Callable[[str], Dashboard],
+        *,
+        budget_rps: float,
+        max_age_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._factory = factory
+        self._dashboards: dict[str, Dashboard] = {}
+        self._facts: dict[str, tuple[float, rayjob.RayFacts]] = {}
+        self._limiter = RateLimiter(budget_rps, clock)
+        self._max_age = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.requests: Counter[str] = Counter()
+
+    def get(self, url: str) -> Dashboard:
+        """The dashboard client for a URL (made once)."""
+        with self._lock:
+            dashboard = self._dashboards.get(url)
+            if dashboard is None:
+                dashboard = self._dashboards[url] = self._factory(url)
+            return dashboard
+
+    def call(self, name: str, url: str, fn: Callable[[Dashboard], Any]) -> Any:
+        """Make one budgeted request."""
+        self._limiter.acquire()
+        with self._lock:
+            self.requests[name] += 1
+        return fn(self.get(url))
+
+    def facts(self, url: str, *, fresh: bool = False) -> rayjob.RayFacts:
+        """The cluster's job list (shared between the jobs of one cluster)."""
+        now = self._clock()
+        with self._lock:
+            cached = self._facts.get(url)
+        if cached is not None and not fresh and now - cached[0] < self._max_age:
+            return cached[1]
+        try:
+            jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
+            facts = rayjob.RayFacts(
+                reachable=True,
+                jobs={str(j.get("submission_id")): dict(j) for j in jobs if j.get("submission_id")},
+            )
+        except SyncerError as exc:
+            facts = rayjob.RayFacts(reachable=False, error=str(exc))
+        with self._lock:
+            self._facts[url] = (self._clock(), facts)
+        return facts
+
+    def forget(self, url: str) -> None:
+        """Drop the cached answer of one cluster (after submitting or stopping there)."""
+        with self._lock:
+            self._facts.pop(url, None)
+
+
+def _label(obj: Manifest, key: str) -> str:
+    return str(((obj.get("metadata") or {}).get("labels") or {}).get(key) or "")
+
+
+def _ns(obj: Manifest) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def _name(obj: Manifest) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+class Syncer:
+    """The daemon's engine: informers, a work queue, workers, and the RayJob reconciler."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        options: Options,
+        *,
+        dashboards: Callable[[str], Dashboard],
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube
+        self.options = options
+        self.clock = clock
+        self.is_leader = is_leader
+        self.queue: WorkQueue[JobKey] = WorkQueue(limit=options.work_queue_limit)
+        self.dashboards = DashboardPool(dashboards, budget_rps=options.dashboard_budget_rps)
+        self.stats: Counter[str] = Counter()
+        self.transitions: Counter[tuple[str, str]] = Counter()
+        self.states: dict[JobKey, str] = {}
+        self.reconcile_seconds: list[float] = []
+        self._lock = threading.Lock()
+        # Status annotations last written on Jobs (their projection drops annotations).
+        self._anchor_cache: dict[tuple[str, str], dict[str, str]] = {}
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self.intents: list[Informer] = []
+        self.statuses: list[Informer] = []
+        self.pods: list[Informer] = []
+        self.jobs: list[Informer] = []
+        selector = options.label_selector
+        for namespace in options.namespaces:
+            intents = Informer(
+                kube, CONFIGMAPS, namespace,
+                label_selector=f"{selector},{naming.ROLE}={naming.ROLE_INTENT}",
+            )
+            intents.add_index("selects", self._intent_selects)
+            intents.add_handler(self._on_intent)
+            statuses = Informer(
+                kube, CONFIGMAPS, namespace, label_selector=f"{naming.ROLE}={ROLE_STATUS}"
+            )
+            statuses.add_handler(self._on_status)
+            pods = Informer(kube, PODS, namespace, label_selector=selector, project=views.project_pod)
+            pods.add_index("cluster", lambda p: [(_ns(p), _label(p, naming.RAY_CLUSTER))])
+            pods.add_index(
+                "jobname",
+                lambda p: [(_ns(p), _label(p, views.JOB_NAME_LABELS[0]) or _label(p, views.JOB_NAME_LABELS[1]))],
+            )
+            pods.add_handler(self._on_owned)
+            jobs = Informer(kube, JOBS, namespace, label_selector=selector, project=views.project_job)
+            jobs.add_handler(self._on_owned)
+            self.intents.append(intents)
+            self.statuses.append(statuses)
+            self.pods.append(pods)
+            self.jobs.append(jobs)
+
+    # --- event routing ---------------------------------------------------------------------
+
+    @staticmethod
+    def _intent_selects(cm: Manifest) -> Iterable[Hashable]:
+        try:
+            intent = parse_job_intent(cm)
+        except IntentError:
+            return []
+        return [(intent.namespace, intent.cluster_name)] if intent.uses_selector else []
+
+    def _enqueue(self, kind: str, namespace: str, name: str) -> None:
+        if kind == "RayJob" and name:
+            self.queue.add(("RayJob", namespace, name))
+
+    def _on_intent(self, event: str, cm: Manifest) -> None:
+        self._enqueue(_label(cm, naming.ORIGIN_KIND), _ns(cm), _label(cm, naming.ORIGIN_NAME))
+
+    def _on_status(self, event: str, cm: Manifest) -> None:
+        if event == "DELETED":
+            self._enqueue(_label(cm, naming.ORIGIN_KIND), _ns(cm), _label(cm, naming.ORIGIN_NAME))
+
+    def _on_owned(self, event: str, obj: Manifest) -> None:
+        namespace = _ns(obj)
+        self._enqueue(_label(obj, naming.ORIGIN_KIND), namespace, _label(obj, naming.ORIGIN_NAME))
+        cluster = _label(obj, naming.RAY_CLUSTER)
+        if cluster:
+            for informer in self.intents:
+                for cm in informer.by_index("selects", (namespace, cluster)):
+                    self._enqueue("RayJob", namespace, _label(cm, naming.ORIGIN_NAME))
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _find(informers: Sequence[Informer], namespace: str, name: str) -> Manifest | None:
+        for informer in informers:
+            if informer.namespace in (None, namespace):
+                found = informer.get(namespace, name)
+                if found is not None:
+                    return found
+        return None
+
+    def _by_index(self, informers: Sequence[Informer], index: str, value: Hashable) -> list[Manifest]:
+        namespace = value[0] if isinstance(value, tuple) else None
+        found: list[Manifest] = []
+        for informer in informers:
+            if informer.namespace in (None, namespace):
+                found.extend(informer.by_index(index, value))
+        return found
+
+    def _informer_for(self, informers: Sequence[Informer], namespace: str) -> Informer:
+        for informer in informers:
+            if informer.namespace in (None, namespace):
+                return informer
+        raise KeyError(namespace)
+
+    # --- one RayJob ------------------------------------------------------------------------
+
+    def observe(self, intent: JobIntent, record: rayjob.Record | None) -> rayjob.Observation:
+        """Collect the state machine's inputs from the caches (and the dashboard if needed)."""
+        ns = intent.namespace
+        sidecar = intent.submitter_container if intent.mode == "SidecarMode" else None
+        pods = [
+            views.pod_view(p, sidecar=sidecar)
+            for p in self._by_index(self.pods, "cluster", (ns, intent.cluster_name))
+        ]
+        submitter = None
+        if intent.submitter_job:
+            job = self._find(self.jobs, ns, intent.submitter_job)
+            job_pods = [
+                p
+                for p in self._by_index(self.pods, "jobname", (ns, intent.submitter_job))
+                if views.owner_job(p) == intent.submitter_job
+            ]
+            submitter = views.submitter_view(job, job_pods)
+        observation = rayjob.Observation(intent, record, tuple(pods), submitter, None, self.clock())
+        ready = rayjob.cluster_counts(observation)[0]
+        if rayjob.needs_dashboard(intent, record, ready) and intent.dashboard_url:
+            facts = self.dashboards.facts(intent.dashboard_url)
+            observation = rayjob.Observation(
+                intent, record, tuple(pods), submitter, facts, observation.now
+            )
+        return observation
+
+    def reconcile(self, key: JobKey) -> float | None:
+        """One pass for one RayJob; returns when to look again (None: on events only)."""
+        _, ns, name = key
+        intent_cm = self._find(self.intents, ns, naming.intent_configmap_name(name))
+        if intent_cm is None:
+            with self._lock:
+                self.states.pop(key, None)
+            return None
+        try:
+            intent = parse_job_intent(intent_cm)
+        except IntentError as exc:
+            _LOG.error("unreadable intent namespace=%s name=%s error=%s", ns, name, exc)
+            return None
+        status_cm = self._find(self.statuses, ns, naming.status_configmap_name(name))
+        record = self._read_record(status_cm)
+        observation = self.observe(intent, record)
+        decision = rayjob.decide(observation, self.options.settings)
+        for action in decision.actions:
+            self._act(intent, action)
+        if record is None or decision.record != record:
+            self._publish(intent, status_cm, decision.record)
+        before = record.job_deployment_status if record is not None else ""
+        after = decision.record.job_deployment_status
+        with self._lock:
+            self.states[key] = after
+            if before != after:
+                self.transitions[(before, after)] += 1
+        return self._next_look(decision)
+
+    def _next_look(self, decision: rayjob.Decision) -> float | None:
+        wake = decision.wake_after
+        if decision.record.job_deployment_status == rayjob.RUNNING:
+            # Poll running jobs no faster than the dashboard budget allows.
+            with self._lock:
+                running = sum(1 for s in self.states.values() if s == rayjob.RUNNING)
+            spread = running / max(self.options.dashboard_budget_rps, 0.001)
+            floor = max(self.options.poll_interval_s, spread)
+            wake = floor if wake is None else max(min(wake, floor), 0.0)
+        return wake
+
+    @staticmethod
+    def _read_record(status_cm: Manifest | None) -> rayjob.Record | None:
+        if status_cm is None:
+            return None
+        text = (status_cm.get("data") or {}).get(STATUS_KEY)
+        if not text:
+            return None
+        try:
+            return rayjob.Record.from_json(json.loads(text))
+        except (ValueError, TypeError, AttributeError):
+            _LOG.error("unreadable status ConfigMap %s; starting over", _name(status_cm))
+            return None
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def _act(self, intent: JobIntent, action: rayjob.Action) -> None:
+        ns = intent.namespace
+        if isinstance(action, rayjob.Ungate):
+            for pod_name in action.pods:
+                self._ungate(intent, pod_name)
+        elif isinstance(action, rayjob.Submit):
+            self.dashboards.call(
+                "submit_job",
+                intent.dashboard_url,
+                lambda d: d.submit_job(
+                    action.submission_id,
+                    intent.entrypoint,
+                    runtime_env=intent.runtime_env,
+                    metadata=intent.metadata or None,
+                    entrypoint_num_cpus=intent.entrypoint_num_cpus or None,
+                    entrypoint_num_gpus=intent.entrypoint_num_gpus or None,
+                    entrypoint_resources=intent.entrypoint_resources,
+                ),
+            )
+            self.dashboards.forget(intent.dashboard_url)
+            self.stats["submissions"] += 1
+        elif isinstance(action, rayjob.StopJob):
+            try:
+                self.dashboards.call(
+                    "stop_job", intent.dashboard_url, lambda d: d.stop_job(action.submission_id)
+                )
+            except NotFoundError:
+                pass
+            except SyncerError as exc:
+                _LOG.warning("stopping a Ray job failed job=%s error=%s", action.submission_id, exc)
+            self.dashboards.forget(intent.dashboard_url)
+        elif isinstance(action, rayjob.Shutdown):
+            for pod_name in action.pods:
+                self._release_pod(ns, pod_name)
+        elif isinstance(action, rayjob.DeleteSubmitter):
+            if self.options.ttl_mode == "delete" and intent.submitter_job:
+                job = self._find(self.jobs, ns, intent.submitter_job)
+                if job is not None and views.is_rendered(job):
+                    self.kube.delete(JOBS, ns, intent.submitter_job)
+        elif isinstance(action, rayjob.Event):
+            self._event(intent, action)
+
+    def _ungate(self, intent: JobIntent, pod_name: str) -> None:
+        ns = intent.namespace
+        pod = self._find(self.pods, ns, pod_name)
+        if pod is None or views.owner_job(pod) != intent.submitter_job:
+            return
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        index = next(
+            (i for i, g in enumerate(gates) if g.get("name") == naming.CLUSTER_READY_GATE), None
+        )
+        if index is None:
+            return
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": pod["metadata"]["resourceVersion"]},
+            {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": naming.CLUSTER_READY_GATE},
+            {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+        ]
+        try:
+            updated = self.kube.patch(PODS, ns, pod_name, patch, content_type=JSON_PATCH)
+        except SyncerError as exc:
+            if exc.status == 422:  # a failed `test`: the pod changed since it was cached
+                raise ConflictError(f"pod {pod_name} changed; ungating again") from exc
+            raise
+        self._informer_for(self.pods, ns).upsert(updated)
+        self.stats["ungated"] += 1
+
+    def _release_pod(self, ns: str, pod_name: str) -> None:
+        pod = self._find(self.pods, ns, pod_name)
+        if pod is None or not views.is_rendered(pod):
+            return  # never touch an object without the renderer's label
+        version = str(pod["metadata"].get("resourceVersion") or "")
+        if self.options.ttl_mode == "delete":
+            self.kube.delete(PODS, ns, pod_name, resource_version=version or None)
+            self._informer_for(self.pods, ns).forget(ns, pod_name)
+        else:
+            body = {
+                "metadata": {
+                    "resourceVersion": version,
+                    "annotations": {naming.SHUTDOWN_REQUESTED: "true"},
+                }
+            }
+            updated = self.kube.patch(PODS, ns, pod_name, body)
+            self._informer_for(self.pods, ns).upsert(updated)
+        self.stats["released_pods"] += 1
+
+    def _anchor(self, intent: JobIntent) -> tuple[str, str, str] | None:
+        """(kind, name, uid) of the object that owns the job's status: submitter Job or head Pod."""
+        ns = intent.namespace
+        if intent.submitter_job:
+            job = self._find(self.jobs, ns, intent.submitter_job)
+            if job is not None:
+                return ("Job", intent.submitter_job, str(job["metadata"].get("uid") or ""))
+        if intent.head_pod:
+            pod = self._find(self.pods, ns, intent.head_pod)
+            if pod is not None:
+                return ("Pod", intent.head_pod, str(pod["metadata"].get("uid") or ""))
+        return None
+
+    def _event(self, intent: JobIntent, event: rayjob.Event) -> None:
+        anchor = self._anchor(intent)
+        kind, name = (anchor[0], anchor[1]) if anchor else ("ConfigMap", naming.intent_configmap_name(intent.name))
+        now = self.clock()
+        stamp = rayjob.format_time(now)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{intent.name}.{int(now * 1e6):x}",
+                "namespace": intent.namespace,
+                "labels": {naming.ORIGIN_KIND: "RayJob", naming.ORIGIN_NAME: intent.name},
+            },
+            "involvedObject": {
+                "apiVersion": "batch/v1" if kind == "Job" else "v1",
+                "kind": kind,
+                "name": name,
+                "namespace": intent.namespace,
+                **({"uid": anchor[2]} if anchor and anchor[2] else {}),
+            },
+            "reason": event.reason,
+            "message": f"RayJob {intent.name}: {event.message}"[:1024],
+            "type": event.type,
+            "source": {"component": SYNCER_MANAGER},
+            "reportingComponent": SYNCER_MANAGER,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.kube.create(EVENTS, intent.namespace, body)
+        except NotLeaderError:
+            raise
+        except SyncerError as exc:  # events are best effort
+            _LOG.info("event not recorded reason=%s error=%s", event.reason, exc)
+
+    # --- publishing ------------------------------------------------------------------------
+
+    def _publish(self, intent: JobIntent, current: Manifest | None, record: rayjob.Record) -> None:
+        ns, name = intent.namespace, naming.status_configmap_name(intent.name)
+        status = record.to_status()
+        data = {
+            STATUS_KEY: json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")),
+            "jobDeploymentStatus": record.job_deployment_status,
+            "jobStatus": record.job_status,
+        }
+        anchor = self._anchor(intent)
+        meta: Manifest = {
+            "name": name,
+            "namespace": ns,
+            "labels": {
+                naming.MANAGED_BY: SYNCER_MANAGER,
+                naming.ORIGIN_KIND: "RayJob",
+                naming.ORIGIN_NAME: intent.name,
+                naming.ROLE: ROLE_STATUS,
+            },
+        }
+        if anchor is not None and anchor[2]:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "batch/v1" if anchor[0] == "Job" else "v1",
+                    "kind": anchor[0],
+                    "name": anchor[1],
+                    "uid": anchor[2],
+                }
+            ]
+        informer = self._informer_for(self.statuses, ns)
+        if current is None:
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+            written = self.kube.create(CONFIGMAPS, ns, body)
+        else:
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+                "data": data,
+            }
+            written = self.kube.replace(CONFIGMAPS, ns, body)
+        informer.upsert(written)
+        self.stats["status_writes"] += 1
+        self._annotate_anchor(intent, anchor, status)
+
+    def _annotate_anchor(
+        self, intent: JobIntent, anchor: tuple[str, str, str] | None, status: Manifest
+    ) -> None:
+        if anchor is None:
+            return
+        wanted = {
+            f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": str(status.get("jobDeploymentStatus", "")),
+            f"{STATUS_ANNOTATION_PREFIX}job-status": str(status.get("jobStatus", "")),
+        }
+        resource = JOBS if anchor[0] == "Job" else PODS
+        informers = self.jobs if anchor[0] == "Job" else self.pods
+        obj = self._find(informers, intent.namespace, anchor[1])
+        if obj is None or not views.is_rendered(obj):
+            return
+        have = (obj.get("metadata") or {}).get("annotations") or {}
+        if anchor[0] == "Job":
+            # Jobs are projected without annotations: compare with what we wrote last.
+            have = self._anchor_cache.get((intent.namespace, anchor[1]), {})
+        if all(have.get(k) == v for k, v in wanted.items()):
+            return
+        body = {"metadata": {"annotations": wanted}}
+        try:
+            self.kube.patch(resource, intent.namespace, anchor[1], body)
+            self._anchor_cache[(intent.namespace, anchor[1])] = wanted
+        except ConflictError:
+            pass
+
+    # --- running ---------------------------------------------------------------------------
+
+    def informers(self) -> list[Informer]:
+        """Every informer, intents last (their events find the other caches filled)."""
+        return [*self.statuses, *self.pods, *self.jobs, *self.intents]
+
+    def start_informers(self, timeout: float = 60.0) -> bool:
+        """Start every informer and wait for the first lists."""
+        for informer in self.informers():
+            informer.start()
+        return all(informer.wait_synced(timeout) for informer in self.informers())
+
+    def enqueue_all(self) -> None:
+        """Queue every known RayJob (start, leadership gained, periodic resync)."""
+        for informer in self.intents:
+            for cm in informer.items():
+                self._on_intent("RESYNC", cm)
+
+    def process_one(self, timeout: float | None = 0.0) -> bool:
+        """Take one key and reconcile it; False when there was none."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        started = time.perf_counter()
+        try:
+            if not self.is_leader():
+                return True  # the new leader will look at it
+            wake = self.reconcile(key)
+            if wake is not None:
+                self.queue.add_after(key, wake)
+        except NotLeaderError:
+            self.stats["not_leader"] += 1
+        except ConflictError:
+            self.stats["conflicts"] += 1
+            self.queue.add_after(key, 0.2)
+        except SyncerError as exc:
+            self.stats["errors"] += 1
+            _LOG.warning("reconcile failed key=%s error=%s", key, exc)
+            self.queue.add_after(key, min(30.0, self.options.poll_interval_s))
+        except Exception:  # noqa: BLE001 - one bad job must not stop the others
+            self.stats["crashes"] += 1
+            _LOG.exception("reconcile crashed key=%s", key)
+            self.queue.add_after(key, 30.0)
+        finally:
+            self.queue.done(key)
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                self.reconcile_seconds.append(elapsed)
+                if len(self.reconcile_seconds) > 10_000:
+                    del self.reconcile_seconds[:5_000]
+        return True
+
+    def drain(self, limit: int = 10_000) -> int:
+        """Process queued keys until none is due now (tests); returns how many."""
+        count = 0
+        while count < limit and self.process_one(0.0):
+            count += 1
+        return count
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            self.process_one(0.5)
+
+    def _resync(self) -> None:
+        while not self._stop.wait(self.options.idle_resync_s):
+            self.enqueue_all()
+
+    def start(self) -> None:
+        """Start informers, workers and the periodic resync (returns at once)."""
+        self.start_informers()
+        self.enqueue_all()
+        for index in range(self.options.workers):
+            thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        resync = threading.Thread(target=self._resync, name="resync", daemon=True)
+        resync.start()
+        self._threads.append(resync)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop workers and informers."""
+        self._stop.set()
+        self.queue.close()
+        for informer in self.informers():
+            informer.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set."""
+        self.start()
+        stop.wait()
+        self.stop()

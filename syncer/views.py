@@ -1,0 +1,168 @@
+"""Projections of live objects: what the syncer caches (small) and reads (typed views).
+
+Informers store projected objects, so ten thousand pods cost kilobytes each rather
+than their full specs. `pod_view` and `submitter_view` turn projections into the
+state machine's inputs. Pure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from renderer import naming
+from syncer.rayjob import PodView, SubmitterView
+
+Manifest = dict[str, Any]
+
+JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
+SIDECAR_CONTAINER: Final = "ray-job-submitter"
+
+
+def _meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
+    meta = obj.get("metadata") or {}
+    kept: Manifest = {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "resourceVersion": meta.get("resourceVersion"),
+        "uid": meta.get("uid"),
+        "labels": dict(meta.get("labels") or {}),
+    }
+    if annotations:
+        kept["annotations"] = dict(meta.get("annotations") or {})
+    if meta.get("deletionTimestamp"):
+        kept["deletionTimestamp"] = meta["deletionTimestamp"]
+    if meta.get("ownerReferences"):
+        kept["ownerReferences"] = [
+            {k: ref.get(k) for k in ("kind", "name", "uid", "controller")}
+            for ref in meta["ownerReferences"]
+        ]
+    return kept
+
+
+def project_pod(pod: Manifest) -> Manifest:
+    """A pod cut down to identity, labels, gates, phase, readiness and container ends."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    meta = _meta(pod)
+    annotations = meta.pop("annotations")
+    if naming.SHUTDOWN_REQUESTED in annotations:
+        meta["annotations"] = {naming.SHUTDOWN_REQUESTED: annotations[naming.SHUTDOWN_REQUESTED]}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    ends = {}
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            ends[container.get("name")] = {
+                "exitCode": terminated.get("exitCode"),
+                "reason": terminated.get("reason") or "",
+                "finishedAt": terminated.get("finishedAt"),
+            }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"schedulingGates": [dict(g) for g in spec.get("schedulingGates") or []]},
+        "status": {"phase": status.get("phase") or "Pending", "ready": ready, "ends": ends},
+    }
+
+
+def project_job(job: Manifest) -> Manifest:
+    """A batch Job cut down to identity and its Complete/Failed conditions."""
+    status = job.get("status") or {}
+    conditions = [
+        {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+        for c in status.get("conditions") or []
+        if c.get("type") in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet")
+    ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(job, annotations=False),
+        "status": {"conditions": conditions, "completionTime": status.get("completionTime")},
+    }
+
+
+def project_configmap(cm: Manifest) -> Manifest:
+    """ConfigMaps are kept whole: the syncer only watches its intent and status maps."""
+    return cm
+
+
+def _time(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_view(pod: Manifest, *, sidecar: str | None = None) -> PodView:
+    """The state machine's view of a projected pod."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = pod.get("status") or {}
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    end = (status.get("ends") or {}).get(sidecar) if sidecar else None
+    return PodView(
+        name=str(meta.get("name")),
+        node_type=str(labels.get(naming.RAY_NODE_TYPE) or ""),
+        phase=str(status.get("phase") or "Pending"),
+        ready=bool(status.get("ready")),
+        gated=any(g.get("name") == naming.CLUSTER_READY_GATE for g in gates),
+        shutdown_requested=naming.SHUTDOWN_REQUESTED in (meta.get("annotations") or {}),
+        deleting=bool(meta.get("deletionTimestamp")),
+        sidecar_exit_code=None if end is None else int(end.get("exitCode") or 0),
+        sidecar_reason="" if end is None else str(end.get("reason") or ""),
+        sidecar_finished_at=None if end is None else _time(end.get("finishedAt")),
+    )
+
+
+def submitter_view(job: Manifest | None, pods: list[Manifest]) -> SubmitterView:
+    """The state machine's view of a submitter Job and the pods its controller made."""
+    gated = tuple(
+        sorted(
+            str(p["metadata"]["name"])
+            for p in pods
+            if pod_view(p).gated and not (p.get("metadata") or {}).get("deletionTimestamp")
+        )
+    )
+    if job is None:
+        return SubmitterView(exists=False, gated_pods=gated)
+    conditions = {
+        c.get("type"): c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+    }
+    failed = conditions.get("Failed") or conditions.get("FailureTarget")
+    complete = conditions.get("Complete") or conditions.get("SuccessCriteriaMet")
+    finished = failed or complete
+    finished_at = None
+    if finished is not None:
+        finished_at = _time(finished.get("lastTransitionTime")) or _time(
+            (job.get("status") or {}).get("completionTime")
+        )
+    return SubmitterView(
+        exists=True,
+        failed=failed is not None,
+        complete=complete is not None,
+        reason=str((failed or {}).get("reason") or ""),
+        message=str((failed or {}).get("message") or ""),
+        finished_at=finished_at,
+        gated_pods=gated,
+    )
+
+
+def is_rendered(obj: Manifest) -> bool:
+    """Whether an object carries the renderer's label (the only objects the syncer touches)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(naming.MANAGED_BY) == naming.MANAGED_BY_VALUE
+
+
+def owner_job(pod: Manifest) -> str | None:
+    """The name of the Job that controls a pod, if any."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("name"))
+    return None

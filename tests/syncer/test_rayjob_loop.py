@@ -1,0 +1,179 @@
+"""The RayJob lifecycle end to end on the fake API server, with a simulated dashboard.
+
+The Job controller and kubelet simulators create and run the pods; the "submitter"
+is played by the test (it submits to the fake dashboard once its pod is ungated), so
+these tests pin the syncer's decisions. tests/e2e runs the real submitter against Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from renderer import naming
+from syncer.kube import CONFIGMAPS, PODS, KubeClient
+from syncer.loop import Options, Syncer
+from syncer.rayjob import Settings
+from tests.fakeapi.controllers import Controllers
+from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.fakedashboard import FakeDashboard, JobPlan
+from tests.syncer.harness import apply, render, wait_until
+
+JOB = """
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: demo
+spec:
+  entrypoint: python -c "print(1)"
+  shutdownAfterJobFinishes: true
+  ttlSecondsAfterFinished: 0
+  backoffLimit: {backoff}
+  submissionMode: {mode}
+  rayClusterSpec:
+    rayVersion: "2.52.0"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.52.0
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.52.0
+"""
+
+
+@dataclass
+class Rig:
+    kube: KubeClient
+    syncer: Syncer
+    dashboard: FakeDashboard
+    controllers: Controllers
+    namespace: str
+
+    def status(self) -> dict:
+        cm = self.kube.get(CONFIGMAPS, self.namespace, naming.status_configmap_name("demo"))
+        if cm is None:
+            return {}
+        return json.loads(cm["data"]["status.json"])["status"]
+
+    def pod(self, name: str) -> dict:
+        pod = self.kube.get(PODS, self.namespace, name)
+        assert pod is not None
+        return pod
+
+    def submitter_pods(self) -> list[dict]:
+        items, _ = self.kube.list(PODS, self.namespace, label_selector="job-name=demo")
+        return items
+
+
+@pytest.fixture
+def rig(kube_api: KubeApi) -> Iterator[Rig]:
+    kube_api.fake  # noqa: B018 - the simulators need the fake server
+    kube = KubeClient(kube_api.api_client)
+    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
+    options = Options(
+        namespaces=(kube_api.namespace,),
+        workers=2,
+        poll_interval_s=0.2,
+        settings=Settings(submitter_finished_timeout_s=30),
+    )
+    syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
+    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
+    rig = Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+    yield rig
+    syncer.stop()
+    controllers.stop()
+
+
+def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
+    """Wait for the ungated submitter pod, submit like it would, finish it with the job."""
+    pod = wait_until(
+        lambda: next(
+            (p for p in rig.submitter_pods() if not (p["spec"].get("schedulingGates") or [])),
+            None,
+        ),
+        what="an ungated submitter pod",
+    )
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    submission = env["RAY_JOB_SUBMISSION_ID"]
+    rig.dashboard.submit_job(submission, "python -c 'print(1)'")
+    wait_until(
+        lambda: rig.dashboard.get_job(submission)["status"] in ("SUCCEEDED", "FAILED"),
+        what="the Ray job to end",
+    )
+    rig.controllers.kubelet.set_phase(
+        rig.namespace, pod["metadata"]["name"], "Succeeded" if exit_code == 0 else "Failed",
+        exit_code=exit_code,
+    )
+    return submission
+
+
+def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
+    objects = render(JOB.format(mode="K8sJobMode", backoff=0), rig.namespace)
+    apply(rig.kube, objects, rig.namespace)
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    # Before the cluster is ready nothing is ungated; the kubelet makes pods ready quickly,
+    # so just check the gate was there at creation and is gone once the syncer acted.
+    submission = play_submitter(rig)
+    status = wait_until(
+        lambda: rig.status() if rig.status().get("jobDeploymentStatus") == "Complete" else None,
+        what="Complete",
+    )
+    assert status["jobStatus"] == "SUCCEEDED"
+    assert status["jobId"] == submission
+    assert status["succeeded"] == 1
+    assert status["failed"] == 0
+    assert status["rayClusterName"].startswith("demo-")
+    assert status["dashboardURL"].startswith("http://demo-")
+    assert status["startTime"] <= status["endTime"]
+    # shutdownAfterJobFinishes with TTL 0: every cluster pod is asked to shut down.
+    intent = json.loads(
+        rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("demo"))["data"][
+            "intent.json"
+        ]
+    )
+    names = [intent["derived"]["headPodName"], *intent["derived"]["workerPodNames"]]
+    for name in names:
+        wait_until(
+            lambda name=name: rig.pod(name)["metadata"].get("annotations", {}).get(
+                naming.SHUTDOWN_REQUESTED
+            ),
+            what=f"shutdown of {name}",
+        )
+    # Only the submission the submitter made: the syncer never submitted in K8sJobMode.
+    assert rig.dashboard.calls["submit_job"] == 1
+
+
+def test_http_mode_submits_once_and_retries_with_a_new_submission_id(rig: Rig) -> None:
+    objects = render(JOB.format(mode="HTTPMode", backoff=1), rig.namespace)
+    apply(rig.kube, objects, rig.namespace)
+    intent = json.loads(
+        next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")["data"][
+            "intent.json"
+        ]
+    )
+    first = intent["derived"]["submissionId"]
+    rig.dashboard.plan_job(first, JobPlan(pending_s=0.1, running_s=0.2, outcome="FAILED"))
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    status = wait_until(
+        lambda: rig.status() if rig.status().get("jobDeploymentStatus") == "Complete" else None,
+        what="Complete after one retry",
+    )
+    assert status["jobId"] == f"{first}-1"
+    assert status["failed"] == 1
+    assert status["succeeded"] == 1
+    assert rig.dashboard.get_job(first)["status"] == "FAILED"
+    assert rig.dashboard.get_job(f"{first}-1")["status"] == "SUCCEEDED"

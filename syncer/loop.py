@@ -29,7 +29,7 @@ from syncer.kube import CONFIGMAPS, EVENTS, JOBS, JSON_PATCH, PODS, Kube
 from syncer.workqueue import WorkQueue
 
 Manifest = dict[str, Any]
-JobKey = tuple[str, str, str]  # (kind, namespace, name)
+JobKey = tuple[str, str, str]  # (origin kind, namespace, name)
 _LOG = logging.getLogger(__name__)
 
 STATUS_KEY: Final = "status.json"
@@ -171,6 +171,7 @@ class Syncer:
         self.states: dict[JobKey, str] = {}
         self.reconcile_seconds: list[float] = []
         self._lock = threading.Lock()
+        self._reconcilers: dict[str, Callable[[JobKey], float | None]] = {"RayJob": self.reconcile}
         # Status annotations last written on Jobs (their projection drops annotations).
         self._anchor_cache: dict[tuple[str, str], dict[str, str]] = {}
         self._threads: list[threading.Thread] = []
@@ -215,9 +216,13 @@ class Syncer:
             return []
         return [(intent.namespace, intent.cluster_name)] if intent.uses_selector else []
 
+    def register(self, kind: str, reconcile: Callable[[JobKey], float | None]) -> None:
+        """Hand keys of another origin kind (e.g. RayService) to `reconcile`."""
+        self._reconcilers[kind] = reconcile
+
     def _enqueue(self, kind: str, namespace: str, name: str) -> None:
-        if kind == "RayJob" and name:
-            self.queue.add(("RayJob", namespace, name))
+        if name and kind in self._reconcilers:
+            self.queue.add((kind, namespace, name))
 
     def _on_intent(self, event: str, cm: Manifest) -> None:
         self._enqueue(_label(cm, naming.ORIGIN_KIND), _ns(cm), _label(cm, naming.ORIGIN_NAME))
@@ -578,7 +583,7 @@ class Syncer:
         try:
             if not self.is_leader():
                 return True  # the new leader will look at it
-            wake = self.reconcile(key)
+            wake = self._reconcilers[key[0]](key)
             if wake is not None:
                 self.queue.add_after(key, wake)
         except NotLeaderError:

@@ -1,0 +1,118 @@
+"""`kuberay status`: the syncer's published status, read from the cluster and shown as a table.
+
+Registered into the `kuberay` command through the `kuberay.commands` entry point, so the
+renderer package never imports the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from renderer import emit, naming
+from syncer.errors import SyncerError
+from syncer.kube import CONFIGMAPS, KubeClient
+
+Manifest = dict[str, Any]
+ROLE_STATUS = "status"
+_JOB_COLUMNS = (
+    "NAMESPACE",
+    "NAME",
+    "KIND",
+    "DEPLOYMENT",
+    "JOB STATUS",
+    "ATTEMPT",
+    "START",
+    "END",
+    "REASON",
+)
+
+
+def status_document(cm: Manifest) -> Manifest:
+    """The decoded `status.json` of a status ConfigMap (empty when unreadable)."""
+    try:
+        decoded = json.loads((cm.get("data") or {}).get("status.json") or "{}")
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def row(cm: Manifest) -> tuple[str, ...]:
+    """One table row for a status ConfigMap."""
+    meta = cm.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    document = status_document(cm)
+    status = document.get("status") or {}
+    own = document.get("syncer") or {}
+    kind = str(labels.get(naming.ORIGIN_KIND, "?"))
+    if kind == "RayService":
+        deployment = str(status.get("serviceStatus") or status.get("state") or "")
+        job = str(status.get("activeGeneration") or "")
+    else:
+        deployment = str(status.get("jobDeploymentStatus", ""))
+        job = str(status.get("jobStatus", ""))
+    return (
+        str(meta.get("namespace", "")),
+        str(labels.get(naming.ORIGIN_NAME, meta.get("name", ""))),
+        kind,
+        deployment or "-",
+        job or "-",
+        str(own.get("attempt", "")) if kind == "RayJob" else "",
+        str(status.get("startTime", "")),
+        str(status.get("endTime", "")),
+        str(status.get("reason", "")),
+    )
+
+
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = _JOB_COLUMNS) -> str:
+    """Rows as an aligned plain-text table."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@click.command("status")
+@click.argument("target", required=False)
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace.")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    help="A kubeconfig file (default: in-cluster, then ~/.kube/config).",
+)
+def status(
+    target: str | None, namespace: str | None, all_namespaces: bool, kubeconfig: str | None
+) -> None:
+    """Show what the syncer published: `kuberay status [NAMESPACE/NAME]`."""
+    try:
+        kube = KubeClient.from_environment(kubeconfig)
+    except Exception as exc:  # noqa: BLE001 - any config failure is a usage problem here
+        click.echo(f"error: cannot load Kubernetes credentials: {exc}", err=True)
+        sys.exit(2)
+    try:
+        if target:
+            ns, _, name = target.rpartition("/")
+            cm = kube.get(
+                CONFIGMAPS, ns or namespace or "default", naming.status_configmap_name(name)
+            )
+            if cm is None:
+                click.echo(
+                    f"error: no status published for {target} (is the syncer running?)", err=True
+                )
+                sys.exit(1)
+            sys.stdout.write(emit.dump(status_document(cm)))
+            return
+        scope = None if all_namespaces else (namespace or "default")
+        items, _ = kube.list(CONFIGMAPS, scope, label_selector=f"{naming.ROLE}={ROLE_STATUS}")
+    except SyncerError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    rows = sorted(row(cm) for cm in items)
+    sys.stdout.write(table(rows))

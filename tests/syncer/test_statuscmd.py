@@ -1,0 +1,86 @@
+"""`kuberay status` reads the status ConfigMaps the syncer publishes."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from renderer.cli import main
+from syncer.kube import CONFIGMAPS, KubeClient
+from tests.fakeapi.fixtures import KubeApi
+
+
+def publish(kube: KubeClient, namespace: str, name: str, status: dict, attempt: int = 0) -> None:
+    kube.create(
+        CONFIGMAPS,
+        namespace,
+        {
+            "metadata": {
+                "name": f"{name}-kuberay-status",
+                "labels": {
+                    "kuberay.io/role": "status",
+                    "kuberay.io/origin-kind": "RayJob",
+                    "kuberay.io/origin-name": name,
+                },
+            },
+            "data": {"status.json": json.dumps({"status": status, "syncer": {"attempt": attempt}})},
+        },
+    )
+
+
+def test_status_lists_jobs_as_a_table(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    publish(
+        kube,
+        ns,
+        "train",
+        {
+            "jobDeploymentStatus": "Running",
+            "jobStatus": "RUNNING",
+            "startTime": "2026-11-30T00:00:00Z",
+        },
+    )
+    publish(
+        kube,
+        ns,
+        "eval",
+        {"jobDeploymentStatus": "Failed", "jobStatus": "FAILED", "reason": "AppFailed"},
+        attempt=2,
+    )
+    result = CliRunner().invoke(
+        main, ["status", "-n", ns, "--kubeconfig", str(kube_api.kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE",
+        "NAME",
+        "KIND",
+        "DEPLOYMENT",
+        "JOB",
+        "STATUS",
+        "ATTEMPT",
+        "START",
+        "END",
+        "REASON",
+    ]
+    assert lines[1].split() == [ns, "eval", "RayJob", "Failed", "FAILED", "2", "AppFailed"]
+    assert lines[2].split()[:5] == [ns, "train", "RayJob", "Running", "RUNNING"]
+
+
+def test_status_of_one_job_prints_its_status(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    publish(kube, ns, "train", {"jobDeploymentStatus": "Complete", "succeeded": 1})
+    result = CliRunner().invoke(
+        main, ["status", f"{ns}/train", "--kubeconfig", str(kube_api.kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "jobDeploymentStatus: Complete" in result.stdout
+    missing = CliRunner().invoke(
+        main, ["status", f"{ns}/nope", "--kubeconfig", str(kube_api.kubeconfig)]
+    )
+    assert missing.exit_code == 1
+    assert "no status published" in missing.stderr

@@ -110,6 +110,8 @@ RESTART_FIELDS: Final = (
     "metrics_port",
     "bind_address",
     "work_queue_limit",
+    "dashboard_budget_rps",
+    "dashboard_concurrency",
 )
 
 

@@ -276,6 +276,7 @@ def test_output_is_deterministic() -> None:
         ({"config": {"metrics_port": "x"}}, "metrics_port must be a port"),
         ({"config": {"leader_election": "yes"}}, "must be a mapping"),
         ({"config": {"leader_election": {"lease_name": "Bad"}}}, "lease_name"),
+        ({"config": {"leader_election": {"lease_namespace": "Bad"}}}, "lease_namespace"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None:
@@ -346,6 +347,7 @@ def test_cli_refuses_bad_input_with_exit_code_2() -> None:
 
 def test_cli_writes_an_output_directory_it_owns(tmp_path: Path) -> None:
     directory = tmp_path / "syncer"
+    directory.mkdir()  # an existing empty directory is fine
     assert run("-o", str(directory)).exit_code == 0
     files = output.plan_directory(manifests())
     assert sorted(p.name for p in directory.iterdir()) == sorted(files)

@@ -298,6 +298,20 @@ def test_a_second_document_is_an_error() -> None:
     ]
 
 
+def test_null_sections_and_optional_values_mean_the_defaults() -> None:
+    config = parsed(
+        "leader_election: null\ndashboard_auth_secret: null\nrayservice_progress_deadline_s: null\n"
+    )
+    assert config == Config()
+    assert parsed("leader_election: {lease_namespace: null}\n") == Config()
+
+
+def test_a_bad_lease_namespace_is_reported() -> None:
+    assert problems("leader_election: {lease_namespace: Infra_NS}\n") == [
+        ("$.leader_election.lease_namespace", 'expected a namespace name, got "Infra_NS"')
+    ]
+
+
 def test_namespace_helpers() -> None:
     assert Config().watched_namespaces("kuberay-system") == ("kuberay-system",)
     assert Config(namespaces=("a", "b")).watched_namespaces("x") == ("a", "b")

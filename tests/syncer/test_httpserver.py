@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
 import urllib.error
 import urllib.request
@@ -127,3 +128,28 @@ def test_a_taken_port_fails_at_start(health: HealthServer, switch: Switch) -> No
     clash = HealthServer(LOOPBACK, health.port, healthz=switch.healthz, readyz=switch.readyz)
     with pytest.raises(OSError, match="in use"):
         clash.start()
+
+
+def test_a_failing_route_is_a_500_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Registry):
+        def render(self) -> str:
+            raise RuntimeError("cannot render")
+
+    caplog.set_level(logging.DEBUG, logger="syncer.httpserver")
+    with MetricsServer(LOOPBACK, 0, Broken()) as server:
+        assert get(f"{server.url}/metrics")[::2] == (500, "internal error: cannot render\n")
+    messages = [r.getMessage() for r in caplog.records]
+    assert "handler for /metrics failed" in messages
+    assert any('"GET /metrics HTTP/1.1" 500' in m for m in messages)
+
+
+def test_ipv6_addresses_are_served(switch: Switch) -> None:
+    try:
+        probe = socket.socket(socket.AF_INET6)
+        probe.bind(("::1", 0))
+        probe.close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with HealthServer("::1", 0, healthz=switch.healthz, readyz=switch.readyz) as server:
+        assert server.url.startswith("http://[::1]:")
+        assert get(f"{server.url}/healthz")[0] == 200

@@ -119,3 +119,11 @@ def test_the_formatter_uses_utc_whatever_the_record_time() -> None:
     entry = json.loads(JsonFormatter().format(record))
     assert entry["time"] == "1970-01-01T00:00:00.250Z"
     assert entry["message"] == "at 5"
+
+
+def test_stack_info_is_kept() -> None:
+    stream = io.StringIO()
+    setup_logging("INFO", stream=stream)
+    logging.getLogger("s").info("where", stack_info=True)
+    [entry] = lines(stream)
+    assert str(entry["stack"]).startswith("Stack (most recent call last):")

@@ -196,3 +196,18 @@ def test_stop_ends_the_thread_promptly(
     assert not any(t.is_alive() for t in threads)
     with pytest.raises(RuntimeError, match="already started"):
         watcher.start()
+
+
+def test_a_missing_directory_is_retried_until_it_appears(
+    tmp_path: Path, logger: tuple[logging.Logger, Records]
+) -> None:
+    log, records = logger
+    path = tmp_path / "later" / "config.yaml"
+    changes = Changes()
+    watcher = ConfigWatcher(path, Config(), changes, logger=log, force_polling=True, timeout_ms=200)
+    with watcher:
+        failure = records.next_at(logging.ERROR)
+        assert failure.getMessage() == "watching the config file failed; retrying"
+        path.parent.mkdir()
+        path.write_text("ttl_mode: delete\n", encoding="utf-8")
+        assert changes.next().ttl_mode == "delete"

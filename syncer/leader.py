@@ -159,7 +159,10 @@ class LeaderElector:
             return
         try:
             lease = self._kube.get(LEASES, self.namespace, self.name)
-            if lease is not None and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+            if (
+                lease is not None
+                and (lease.get("spec") or {}).get("holderIdentity") == self.identity
+            ):
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
                 lease["spec"]["renewTime"] = micro_time(self._wall())

@@ -133,7 +133,9 @@ def submitter_view(job: Manifest | None, pods: list[Manifest]) -> SubmitterView:
     if job is None:
         return SubmitterView(exists=False, gated_pods=gated)
     conditions = {
-        c.get("type"): c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+        c.get("type"): c
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
     }
     failed = conditions.get("Failed") or conditions.get("FailureTarget")
     complete = conditions.get("Complete") or conditions.get("SuccessCriteriaMet")

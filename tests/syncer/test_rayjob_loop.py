@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,8 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
+
+Manifest = dict[str, Any]
 
 JOB = """
 apiVersion: ray.io/v1
@@ -61,18 +64,24 @@ class Rig:
     controllers: Controllers
     namespace: str
 
-    def status(self) -> dict:
+    def status(self) -> Manifest:
         cm = self.kube.get(CONFIGMAPS, self.namespace, naming.status_configmap_name("demo"))
         if cm is None:
             return {}
-        return json.loads(cm["data"]["status.json"])["status"]
+        status: Manifest = json.loads(cm["data"]["status.json"])["status"]
+        return status
 
-    def pod(self, name: str) -> dict:
+    def pod(self, name: str) -> Manifest:
         pod = self.kube.get(PODS, self.namespace, name)
         assert pod is not None
         return pod
 
-    def submitter_pods(self) -> list[dict]:
+    def ray_status(self, submission: str) -> str:
+        info = self.dashboard.get_job(submission)
+        assert info is not None
+        return str(info["status"])
+
+    def submitter_pods(self) -> list[Manifest]:
         items, _ = self.kube.list(PODS, self.namespace, label_selector="job-name=demo")
         return items
 
@@ -106,14 +115,16 @@ def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
         what="an ungated submitter pod",
     )
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    submission = env["RAY_JOB_SUBMISSION_ID"]
+    submission = str(env["RAY_JOB_SUBMISSION_ID"])
     rig.dashboard.submit_job(submission, "python -c 'print(1)'")
     wait_until(
-        lambda: rig.dashboard.get_job(submission)["status"] in ("SUCCEEDED", "FAILED"),
+        lambda: rig.ray_status(submission) in ("SUCCEEDED", "FAILED"),
         what="the Ray job to end",
     )
     rig.controllers.kubelet.set_phase(
-        rig.namespace, pod["metadata"]["name"], "Succeeded" if exit_code == 0 else "Failed",
+        rig.namespace,
+        pod["metadata"]["name"],
+        "Succeeded" if exit_code == 0 else "Failed",
         exit_code=exit_code,
     )
     return submission
@@ -139,19 +150,17 @@ def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
     assert status["dashboardURL"].startswith("http://demo-")
     assert status["startTime"] <= status["endTime"]
     # shutdownAfterJobFinishes with TTL 0: every cluster pod is asked to shut down.
-    intent = json.loads(
-        rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("demo"))["data"][
-            "intent.json"
-        ]
-    )
+    intent_cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("demo"))
+    assert intent_cm is not None
+    intent = json.loads(intent_cm["data"]["intent.json"])
     names = [intent["derived"]["headPodName"], *intent["derived"]["workerPodNames"]]
     for name in names:
-        wait_until(
-            lambda name=name: rig.pod(name)["metadata"].get("annotations", {}).get(
-                naming.SHUTDOWN_REQUESTED
-            ),
-            what=f"shutdown of {name}",
-        )
+
+        def shut_down(name: str = name) -> bool:
+            annotations = rig.pod(name)["metadata"].get("annotations", {})
+            return bool(annotations.get(naming.SHUTDOWN_REQUESTED))
+
+        wait_until(shut_down, what=f"shutdown of {name}")
     # Only the submission the submitter made: the syncer never submitted in K8sJobMode.
     assert rig.dashboard.calls["submit_job"] == 1
 
@@ -175,5 +184,5 @@ def test_http_mode_submits_once_and_retries_with_a_new_submission_id(rig: Rig) -
     assert status["jobId"] == f"{first}-1"
     assert status["failed"] == 1
     assert status["succeeded"] == 1
-    assert rig.dashboard.get_job(first)["status"] == "FAILED"
-    assert rig.dashboard.get_job(f"{first}-1")["status"] == "SUCCEEDED"
+    assert rig.ray_status(first) == "FAILED"
+    assert rig.ray_status(f"{first}-1") == "SUCCEEDED"

@@ -11,7 +11,9 @@ from syncer.kube import CONFIGMAPS, KubeClient
 from tests.fakeapi.fixtures import KubeApi
 
 
-def publish(kube: KubeClient, namespace: str, name: str, status: dict, attempt: int = 0) -> None:
+def publish(
+    kube: KubeClient, namespace: str, name: str, status: dict[str, object], attempt: int = 0
+) -> None:
     kube.create(
         CONFIGMAPS,
         namespace,

@@ -103,6 +103,30 @@ def _build_raycluster(
     return problems, cluster_build.build_cluster(cluster, options)
 
 
+def _null_items(value: Any, path: tuple[str | int, ...]) -> list[Problem]:
+    """Null list items: the Kubernetes schemas let them through, the API server does not."""
+    found: list[Problem] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.extend(_null_items(child, (*path, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            if child is None:
+                found.append(Problem((*path, index), "expected a value, got null"))
+            else:
+                found.extend(_null_items(child, (*path, index)))
+    return found
+
+
+def without_nulls(value: Any) -> Any:
+    """A copy without null-valued keys: the API server stores `field: null` as unset."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
 def _not_supported(kind: str, issue: str) -> Builder:
     def build(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
         return [Problem(("kind",), f"{kind} is not supported yet by kuberay render ({issue})")], []
@@ -140,15 +164,19 @@ def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], 
     if group != RAY_GROUP:
         return _pass_through(data, options)
     problems = schemas.check(data, kubernetes_version=options.kubernetes_version)
+    problems.extend(_null_items(data, ()))
     errors = [p for p in problems if p.severity == "error"]
     builder = BUILDERS.get(str(data["kind"]))
     if builder is None:  # schemas.check has reported the unknown kind already
         return problems, []
-    if errors and not all(p.path[:2] in _NAME_PATHS for p in errors):
+    name = (
+        (data.get("metadata") or {}).get("name") if isinstance(data.get("metadata"), dict) else None
+    )
+    if errors and not (all(p.path[:2] in _NAME_PATHS for p in errors) and isinstance(name, str)):
         return problems, []
     # A bad name or namespace alone still lets the semantic rules run, so that the user
     # sees every problem of the spec at once; nothing is built.
-    more, objects = builder(data, options)
+    more, objects = builder(without_nulls(data), options)
     return problems + more, [] if errors else objects
 
 

@@ -6,9 +6,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["tests.fakeapi.fixtures"]
+
+
+# CI runs the property tests on a fixed set of examples, so a red build is reproducible;
+# locally each run explores new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

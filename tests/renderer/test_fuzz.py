@@ -41,8 +41,12 @@ def _render_text(text: str) -> None:
     try:
         compiler.render(documents, OPTIONS)
     except ManifestError as exc:
-        assert exc.diagnostics
-        for diagnostic in exc.diagnostics:
+        failure: ManifestError | None = exc
+    else:
+        failure = None
+    if failure is not None:
+        assert failure.diagnostics
+        for diagnostic in failure.diagnostics:
             assert diagnostic.format().count("\n") == 1
 
 

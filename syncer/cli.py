@@ -20,7 +20,7 @@ from types import FrameType
 import click
 
 from syncer import metrics
-from syncer.config import Config, ConfigError, load_config, restart_required
+from syncer.config import Config, ConfigError, load_config
 from syncer.dashboard import Dashboard, HttpDashboard
 from syncer.errors import SyncerError
 from syncer.httpserver import HealthServer, MetricsServer
@@ -214,18 +214,14 @@ def serve(
     metrics.BUILD_INFO.labels(version=VERSION).set(1)
 
     def apply(new: Config) -> None:
+        # The watcher logs the reload, counts it and names fields that need a restart.
         nonlocal config
-        pending = restart_required(config, new)
-        if pending:
-            _LOG.warning("config fields need a restart to apply fields=%s", ",".join(pending))
         fresh = options_from(new, own_namespace)
         engine.options.poll_interval_s = fresh.poll_interval_s
         engine.options.idle_resync_s = fresh.idle_resync_s
         engine.options.ttl_mode = fresh.ttl_mode
         engine.options.settings = fresh.settings
         config = new
-        metrics.CONFIG_RELOADS.labels(result="applied").inc()
-        _LOG.info("config reloaded")
 
     watcher = ConfigWatcher(config_path, config, apply, logger=_LOG) if config_path else None
     health = HealthServer(

@@ -7,10 +7,11 @@ clock (the time is part of the observation) and does no I/O, so every transition
 tested without sleeping, and a restart that sees the same state decides the same.
 
 Differences from KubeRay, by design (DESIGN §3): readiness gates an already-rendered
-submitter instead of creating it; a deadline also stops the Ray job; a retry reuses
-the cluster and submits `<id>-<attempt>` over HTTP; cleanup requests pod shutdown
-(or deletes, in `delete` mode) instead of deleting a RayCluster object; the dashboard
-is asked before the 30 s submitter-finished timeout can fail a job that succeeded.
+submitter instead of creating it; a deadline or a suspension also stops the Ray job; a
+retry reuses the cluster and submits `<id>-<attempt>` over HTTP; cleanup requests pod
+shutdown (or deletes, in `delete` mode) instead of deleting a RayCluster object; the
+dashboard is asked before the submitter's end (its failure, or the 30 s timeout after it
+finished) can fail a job that succeeded.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class Settings:
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """KubeRay's RayJob status plus the syncer's own bookkeeping; what the status ConfigMap holds."""
+    """KubeRay's RayJob status plus the syncer's bookkeeping: what the status ConfigMap holds."""
 
     run_id: str = ""
     job_deployment_status: str = NEW
@@ -130,8 +131,9 @@ class Record:
         if any(info.values()):
             status["rayJobInfo"] = {k: v for k, v in info.items() if v}
         if self.ray_cluster_name:
+            cluster: Manifest = {"state": self.cluster_state} if self.cluster_state else {}
             status["rayClusterStatus"] = {
-                "state": self.cluster_state,
+                **cluster,
                 "desiredWorkerReplicas": self.desired_workers,
                 "readyWorkerReplicas": self.ready_workers,
                 "availableWorkerReplicas": self.available_workers,
@@ -151,6 +153,8 @@ class Record:
                 "startTime": self.start_time,
                 "endTime": self.end_time,
                 "checkFailureStart": self.check_failure_start,
+                "rayStartTime": self.ray_start_time,
+                "rayEndTime": self.ray_end_time,
             },
         }
 
@@ -172,8 +176,8 @@ class Record:
             end_time=own.get("endTime", parse_time(status.get("endTime"))),
             reason=str(status.get("reason") or ""),
             message=str(status.get("message") or ""),
-            ray_start_time=parse_time(info.get("startTime")),
-            ray_end_time=parse_time(info.get("endTime")),
+            ray_start_time=own.get("rayStartTime", parse_time(info.get("startTime"))),
+            ray_end_time=own.get("rayEndTime", parse_time(info.get("endTime"))),
             succeeded=int(status.get("succeeded") or 0),
             failed=int(status.get("failed") or 0),
             check_failure_start=own.get(
@@ -374,6 +378,8 @@ class _Pass:
         self.record = record
         self.actions: list[Action] = []
         self.wake: float | None = None
+        # Ray's own status when a failure forced `job_status` (the 30 s submitter timeout).
+        self.ray_status: str | None = None
 
     def update(self, **changes: Any) -> None:
         self.record = dataclasses.replace(self.record, **changes)
@@ -386,6 +392,8 @@ class _Pass:
 
     def fail(self, reason: str, message: str, *, job_status: str | None = None) -> None:
         """Move to Failed (and count it); the retry rule may turn it into a retry."""
+        if job_status is not None:
+            self.ray_status = self.record.job_status
         self.update(
             job_deployment_status=FAILED,
             reason=reason,
@@ -399,10 +407,12 @@ class _Pass:
 
 def _new_attempt(p: _Pass, attempt: int) -> None:
     intent, now = p.obs.intent, p.obs.now
+    p.ray_status = None
     p.update(
         job_deployment_status=INITIALIZING,
         job_status="",
-        job_id=attempt_id(intent, attempt),
+        # KubeRay sets jobId in New for every mode but InteractiveMode (rayjob.md §4.3).
+        job_id=None if intent.mode == "InteractiveMode" else attempt_id(intent, attempt),
         ray_cluster_name=intent.cluster_name,
         dashboard_url="",
         start_time=now,
@@ -440,10 +450,10 @@ def _initializing(p: _Pass) -> None:
     p.update(desired_workers=desired, ready_workers=ready_workers, available_workers=available)
     if not ready:
         return
+    p.update(cluster_state="ready", dashboard_url=intent.dashboard_url)
     if obs.ray is None or not obs.ray.reachable:
         p.wake_in(p.settings.poll_interval_s)  # pods are ready; wait for the dashboard
         return
-    p.update(cluster_state="ready", dashboard_url=intent.dashboard_url)
     mode = effective_mode(intent, rec)
     if mode == "InteractiveMode":
         p.update(job_deployment_status=WAITING)
@@ -455,7 +465,8 @@ def _initializing(p: _Pass) -> None:
             p.actions.append(Ungate(gated))
         p.update(ungated=True)
         p.event("ClusterReady", "the Ray cluster is ready; the submitter may start")
-    elif mode == "HTTPMode" and p.record.job_id is not None:
+    elif mode == "HTTPMode" and p.record.job_id is not None and p.record.job_id not in obs.ray.jobs:
+        # Not when Ray has it: the syncer submitted, then stopped before publishing Running.
         p.actions.append(Submit(p.record.job_id))
     p.update(job_deployment_status=RUNNING)
     p.wake_in(p.settings.poll_interval_s)
@@ -484,8 +495,30 @@ def _sidecar(obs: Observation) -> PodView | None:
     return next((pod for pod in obs.pods if pod.name == obs.intent.head_pod), None)
 
 
+def _grace_exceeded(p: _Pass) -> bool:
+    """End a job whose Ray status has been terminal for the grace period (rayjob.md §4.3)."""
+    rec = p.record
+    if rec.job_status not in TERMINAL_RAY or rec.ray_end_time is None:
+        return False
+    passed, left = _deadline(rec.ray_end_time, int(p.settings.transition_grace_period_s), p.obs.now)
+    if not passed:
+        p.wake_in(left)
+        return False
+    message = (
+        "JobDeploymentStatus does not transition to Complete or Failed within the grace "
+        "period after JobStatus reaches a terminal state."
+    )
+    if rec.job_status == "FAILED":
+        p.fail(GRACE, message)
+    else:
+        p.update(job_deployment_status=COMPLETE, reason=GRACE, message=message)
+    return True
+
+
 def _running(p: _Pass) -> None:
     obs, intent, settings = p.obs, p.obs.intent, p.settings
+    _, desired, ready_workers, available = cluster_counts(obs)
+    p.update(desired_workers=desired, ready_workers=ready_workers, available_workers=available)
     rec = p.record
     passed, remaining = _deadline(rec.start_time, intent.active_deadline_s, obs.now)
     if passed:
@@ -498,21 +531,8 @@ def _running(p: _Pass) -> None:
         )
         return
     p.wake_in(remaining)
-    if rec.job_status in TERMINAL_RAY and rec.ray_end_time is not None:
-        grace_passed, grace_left = _deadline(
-            rec.ray_end_time, int(settings.transition_grace_period_s), obs.now
-        )
-        if grace_passed:
-            message = (
-                "JobDeploymentStatus does not transition to Complete or Failed within the grace "
-                "period after JobStatus reaches a terminal state."
-            )
-            if rec.job_status == "FAILED":
-                p.fail(GRACE, message)
-            else:
-                p.update(job_deployment_status=COMPLETE, reason=GRACE, message=message)
-            return
-        p.wake_in(grace_left)
+    if _grace_exceeded(p):
+        return
     mode = effective_mode(intent, rec)
     # The submitter: K8sJobMode's Job, or SidecarMode's container in the head pod.
     finished_at: float | None = None
@@ -578,9 +598,13 @@ def _running(p: _Pass) -> None:
             else:
                 p.complete()
             return
+        if _grace_exceeded(p):  # again with Ray's fresh end time, so the pass is final
+            return
     if submitter_failed:
-        reason = APP_FAILED if p.record.job_status == "FAILED" else SUBMISSION_FAILED
-        p.fail(reason, submitter_failed)
+        if p.record.job_status == "FAILED":
+            p.fail(APP_FAILED, p.record.message)
+        else:
+            p.fail(SUBMISSION_FAILED, submitter_failed)
         return
     if finished_at is not None:
         timeout_passed, left = _deadline(
@@ -616,7 +640,10 @@ def _after_failure(p: _Pass, before: str) -> None:
         retries_left = failed < intent.backoff_limit + 1
         if retries_left and rec.reason not in NOT_RETRIED and not intent.uses_selector:
             old = rec.job_id
-            if old and rec.job_status not in TERMINAL_RAY:
+            # The retry reuses the cluster: stop the old attempt unless Ray ended it (a
+            # forced jobStatus FAILED says nothing about Ray's own status).
+            live = rec.job_status if p.ray_status is None else p.ray_status
+            if old and live not in TERMINAL_RAY:
                 p.actions.append(StopJob(old))
             p.event(
                 "Retrying",
@@ -649,7 +676,9 @@ def _policy_pods(obs: Observation, policy: str) -> tuple[str, ...]:
     if policy == "DeleteWorkers":
         pods = tuple(pod for pod in pods if pod.node_type == "worker")
     return tuple(
-        pod.name for pod in pods if not pod.shutdown_requested and not pod.ended and not pod.deleting
+        pod.name
+        for pod in pods
+        if not pod.shutdown_requested and not pod.ended and not pod.deleting
     )
 
 
@@ -695,8 +724,7 @@ def _cleanup(p: _Pass) -> None:
         p.actions.append(DeleteSubmitter())
     p.update(cleanup=(*rec.cleanup, policy))
     p.event(policy, f"{policy}: releasing {len(pods)} pod(s) of cluster {intent.cluster_name}")
-    # A later, more destructive rule may still be pending.
-    p.wake_in(0.0 if any(POLICY_RANK.get(x, 0) > POLICY_RANK[policy] for x, _ in due) else None)
+    # A later, more destructive rule set the wake-up for its moment in the loop above.
 
 
 # --- entry point -------------------------------------------------------------------------------
@@ -719,11 +747,25 @@ def decide(obs: Observation, settings: Settings | None = None) -> Decision:
     if record is None or record.run_id != intent.run_id:
         # A new run: the spec changed (new names), the job is new, or it was resumed.
         base = Record(run_id=intent.run_id)
+        if record is not None and (intent.suspend or record.job_deployment_status == SUSPENDED):
+            # KubeRay keeps the counters (and so the retries used) through a suspension,
+            # and startTime/endTime while suspended (rayjob.md §4.3 Suspending).
+            base = dataclasses.replace(
+                base,
+                succeeded=record.succeeded,
+                failed=record.failed,
+                start_time=record.start_time,
+                end_time=record.end_time,
+            )
         p = _Pass(obs, settings, base)
         if intent.suspend:
             if record is not None and record.job_id and record.job_status not in TERMINAL_RAY:
                 p.actions.append(StopJob(record.job_id))
-            p.update(job_deployment_status=SUSPENDED, ray_cluster_name="")
+            p.update(
+                job_deployment_status=SUSPENDED,
+                ray_cluster_name="",
+                start_time=obs.now if base.start_time is None else base.start_time,
+            )
             p.event("Suspended", "the RayJob is suspended: its cluster is not rendered")
             return Decision(p.record, tuple(p.actions), None)
         _new_attempt(p, 0)
@@ -731,8 +773,12 @@ def decide(obs: Observation, settings: Settings | None = None) -> Decision:
     else:
         p = _Pass(obs, settings, record)
     before = p.record.job_deployment_status
-    for _ in range(3):  # a pass may move through several states, as KubeRay's does
+    # A pass moves through states until none changes, so that deciding again on its result
+    # changes nothing (a restart is safe). An attempt makes at most four moves (Initializing,
+    # Waiting, Running, Failed) and the backoff limit bounds the attempts.
+    for _ in range(4 * (intent.backoff_limit + 2)):
         state = p.record.job_deployment_status
+        attempt = p.record.attempt
         if state == INITIALIZING:
             _initializing(p)
         elif state == WAITING:
@@ -742,7 +788,7 @@ def decide(obs: Observation, settings: Settings | None = None) -> Decision:
         if p.record.job_deployment_status in FINISHED:
             _after_failure(p, before)
             before = p.record.job_deployment_status
-        if p.record.job_deployment_status == state:
+        if (p.record.job_deployment_status, p.record.attempt) == (state, attempt):
             break
     if p.record.job_deployment_status in FINISHED:
         _cleanup(p)

@@ -594,6 +594,23 @@ def deploy_digest(config: Manifest, target_capacity: int | None) -> str:
     return f"{config_digest(config)}/{tc}"
 
 
+def dashboard_url(intent: ServiceIntent, known: Mapping[str, str], generation: str) -> str:
+    """A generation's dashboard: as recorded while it was current, else derived.
+
+    The intent names only the current generation's URL; an older one has the same domain
+    and port (the renderer's `<gen>-head-svc`), so its name is swapped in.
+    """
+    current = intent.generation
+    if generation == current and intent.dashboard_url:
+        return intent.dashboard_url
+    url = known.get(generation)
+    if url:
+        return url
+    if current and intent.dashboard_url:
+        return intent.dashboard_url.replace(current, generation, 1)
+    return ""
+
+
 def serve_service(generation: str) -> str:
     """`<gen>-serve-svc`: the per-generation serve Service (incremental upgrades)."""
     return naming.serve_service_name(generation)
@@ -767,15 +784,7 @@ class _Pass:
     # --- Serve -----------------------------------------------------------------------------
 
     def _url(self, name: str) -> str:
-        url = self.dashboards.get(name)
-        if url:
-            return url
-        current = self.intent.generation
-        if current and self.intent.dashboard_url:
-            # Same domain and port as the current generation (its head Service is the
-            # renderer's `<gen>-head-svc`).
-            return self.intent.dashboard_url.replace(current, name, 1)
-        return ""
+        return dashboard_url(self.intent, self.dashboards, name)
 
     def _digest(self, name: str, config: Manifest) -> str:
         found = self.digests.get(name)
@@ -1254,7 +1263,8 @@ class _Pass:
     def _endpoints(self) -> int:
         """Ready pods the serve Service(s) select (KubeRay counts their EndpointSlices)."""
         count = 0
-        serving = {self.active.name, self.pending.name} - {""}
+        # Incremental: `<active>-serve-svc` and `<pending>-serve-svc`, once one is active.
+        serving = {self.active.name, self.pending.name} - {""} if self.active.name else set()
         for gen in self.gens.values():
             for pod in gen.pods:
                 labels = self._final_labels(pod)

@@ -1,0 +1,547 @@
+"""RayService reconciling end to end on the fake API server, with simulated dashboards.
+
+The renderer's output is applied the way a GitOps tool does (`GitOps`, honouring the
+emitted Argo CD ignore configuration), the kubelet simulator runs the pods, `GatewaySim`
+accepts Gateways and HTTPRoutes the way a Gateway controller would, and one
+`FakeDashboard` per generation plays Serve. The syncer runs with its worker threads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from renderer import gitops, naming
+from syncer import rayservice as rs
+from syncer import serving
+from syncer.kube import (
+    CONFIGMAPS,
+    EVENTS,
+    HTTPROUTES,
+    MERGE_PATCH,
+    PODS,
+    SERVICES,
+    KubeClient,
+    Resource,
+)
+from syncer.loop import Options, Syncer
+from tests.fakeapi.controllers import Controllers, Rest
+from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.fakedashboard import AppPlan, FakeDashboard
+from tests.syncer.harness import render, wait_until
+
+Manifest = dict[str, Any]
+RESOURCES: dict[str, Resource] = {
+    r.kind: r for r in (CONFIGMAPS, PODS, SERVICES, HTTPROUTES, serving.GATEWAYS)
+}
+PRUNE_OFF = "Prune=false"
+
+SERVICE = """
+apiVersion: ray.io/v1
+kind: RayService
+metadata:
+  name: greeter
+spec:
+  rayClusterDeletionDelaySeconds: 1
+  upgradeStrategy:
+{strategy}
+  serveConfigV2: |
+    applications:
+      - name: greeter
+        import_path: greeter.app:graph
+        route_prefix: {prefix}
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams:
+        num-cpus: "0"
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.52.0
+            ports:
+            - {{name: dashboard, containerPort: 8265}}
+            - {{name: serve, containerPort: 8000}}
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.52.0
+            resources:
+              requests: {{cpu: "{cpu}"}}
+"""
+INCREMENTAL = """    type: NewClusterWithIncrementalUpgrade
+    clusterUpgradeOptions:
+      gatewayClassName: istio
+      stepSizePercent: 50
+      intervalSeconds: 1
+      maxSurgePercent: 50"""
+NEW_CLUSTER = "    type: NewCluster"
+NONE = "    type: None"
+
+
+def manifest(strategy: str = INCREMENTAL, *, cpu: str = "1", prefix: str = "/greet") -> str:
+    return SERVICE.format(strategy=strategy, cpu=cpu, prefix=prefix)
+
+
+# --- a GitOps tool, a Gateway controller, and a recording client ----------------------------
+
+
+def _pointer_get(obj: Manifest, pointer: str) -> Any:
+    node: Any = obj
+    for part in pointer.strip("/").split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _pointer_set(obj: Manifest, pointer: str, value: Any) -> None:
+    parts = pointer.strip("/").split("/")
+    node = obj
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def _merge(live: Any, declared: Any) -> Any:
+    """What applying `declared` over `live` leaves: maps merge, lists and scalars replace."""
+    if isinstance(live, dict) and isinstance(declared, dict):
+        merged = dict(live)
+        for key, value in declared.items():
+            merged[key] = _merge(live.get(key), value)
+        return merged
+    return copy.deepcopy(declared)
+
+
+@dataclass
+class GitOps:
+    """Applies rendered objects like Argo CD with automated sync and self-heal.
+
+    Missing objects are created whole; existing ones get the declared fields (fields git
+    does not declare, like the syncer's labels, stay), except the JSON pointers that the
+    Argo CD `ignoreDifferences` of `renderer.gitops` lists (`RespectIgnoreDifferences`).
+    Objects that left git are pruned unless they carry `Prune=false`.
+    """
+
+    kube: KubeClient
+    namespace: str
+    honour_ignores: bool = True
+    applied: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    writes: int = 0
+
+    def ignored(self, objects: list[Manifest]) -> dict[tuple[str, str], list[str]]:
+        if not self.honour_ignores:
+            return {}
+        app = gitops.argocd_fragment(objects)
+        assert gitops.RESPECT_IGNORE in app["spec"]["syncPolicy"]["syncOptions"]
+        return {
+            (entry["kind"], entry["name"]): list(entry["jsonPointers"])
+            for entry in app["spec"]["ignoreDifferences"]
+        }
+
+    def sync(self, objects: list[Manifest]) -> None:
+        ignored = self.ignored(objects)
+        wanted = {}
+        for obj in objects:
+            resource = RESOURCES.get(str(obj["kind"]))
+            if resource is None:
+                continue
+            key = (str(obj["kind"]), str(obj["metadata"]["name"]))
+            wanted[key] = obj
+            live = self.kube.get(resource, self.namespace, key[1])
+            if live is None:
+                self.kube.create(resource, self.namespace, obj)
+                self.writes += 1
+                continue
+            merged = copy.deepcopy(live)
+            for part in ("metadata", "spec", "data"):
+                if part in obj:
+                    merged[part] = _merge(live.get(part), obj[part])
+            for pointer in ignored.get(key, []):
+                _pointer_set(merged, pointer, _pointer_get(live, pointer))
+            if merged != live:
+                self.kube.replace(resource, self.namespace, merged)
+                self.writes += 1
+        for key, obj in self.applied.items():
+            if key in wanted:
+                continue
+            annotations = obj["metadata"].get("annotations") or {}
+            if PRUNE_OFF in str(annotations.get("argocd.argoproj.io/sync-options", "")):
+                continue
+            self.kube.delete(RESOURCES[key[0]], self.namespace, key[1])
+        self.applied = wanted
+
+
+class GatewaySim:
+    """Accepts every Gateway and HTTPRoute of a namespace, as a Gateway controller would."""
+
+    def __init__(self, kube_api: KubeApi) -> None:
+        self._rest = Rest(kube_api.api_client)
+        self._ns = kube_api.namespace
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> int:
+        writes = 0
+        base = f"/apis/gateway.networking.k8s.io/v1/namespaces/{self._ns}"
+        for gw in self._rest.list("gateway.networking.k8s.io/v1", "gateways", self._ns):
+            conditions = (gw.get("status") or {}).get("conditions") or []
+            if not rs_true(conditions, "Accepted", "Programmed"):
+                status = {"conditions": [_cond("Accepted"), _cond("Programmed")]}
+                self._rest.request(
+                    "PATCH",
+                    f"{base}/gateways/{gw['metadata']['name']}/status",
+                    body={"status": status},
+                    content_type=MERGE_PATCH,
+                )
+                writes += 1
+        for route in self._rest.list("gateway.networking.k8s.io/v1", "httproutes", self._ns):
+            parents = (route.get("status") or {}).get("parents") or []
+            if not parents:
+                refs = route["spec"].get("parentRefs") or []
+                status = {
+                    "parents": [
+                        {
+                            "parentRef": ref,
+                            "controllerName": "istio.io/gateway-controller",
+                            "conditions": [_cond("Accepted"), _cond("ResolvedRefs")],
+                        }
+                        for ref in refs
+                    ]
+                }
+                self._rest.request(
+                    "PATCH",
+                    f"{base}/httproutes/{route['metadata']['name']}/status",
+                    body={"status": status},
+                    content_type=MERGE_PATCH,
+                )
+                writes += 1
+        return writes
+
+    def start(self, interval: float = 0.05) -> None:
+        def run() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.step()
+                except Exception:  # noqa: BLE001 - a simulator must outlive a racing delete
+                    continue
+
+        self._thread = threading.Thread(target=run, name="gateway-sim", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+def _cond(kind: str) -> Manifest:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": kind,
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
+def rs_true(conditions: list[Manifest], *kinds: str) -> bool:
+    found = {c.get("type"): c.get("status") for c in conditions}
+    return all(found.get(k) == "True" for k in kinds)
+
+
+class RecordingKube(KubeClient):
+    """A `KubeClient` that remembers the HTTPRoute rules the syncer wrote."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.route_writes: list[dict[str, int]] = []
+
+    def patch(
+        self, resource: Resource, namespace: str | None, name: str, body: Any, **kw: Any
+    ) -> Manifest:
+        updated = super().patch(resource, namespace, name, body, **kw)
+        if resource == HTTPROUTES and isinstance(body, dict) and "spec" in body:
+            route = rs.Route("", tuple(body["spec"]["rules"]))
+            self.route_writes.append(rs.route_weights(route, "greeter"))
+        return updated
+
+
+# --- the rig ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Rig:
+    kube_api: KubeApi
+    kube: RecordingKube
+    controllers: Controllers
+    gateways: GatewaySim
+    gitops: GitOps
+    dashboards: dict[str, FakeDashboard] = field(default_factory=dict)
+    plan: AppPlan = field(default_factory=lambda: AppPlan(deploy_s=0.3, scale_s=0.1))
+    syncer: Syncer | None = None
+    serving: serving.ServingController | None = None
+
+    @property
+    def namespace(self) -> str:
+        return self.kube_api.namespace
+
+    def dashboard(self, url: str) -> FakeDashboard:
+        return self.dashboards.setdefault(url, FakeDashboard(time.time, app_plan=self.plan))
+
+    def for_generation(self, generation: str) -> FakeDashboard:
+        return self.dashboard(
+            f"http://{generation}-head-svc.{self.namespace}.svc.cluster.local:8265"
+        )
+
+    def start_syncer(self) -> None:
+        options = Options(namespaces=(self.namespace,), workers=2, poll_interval_s=0.2)
+        self.syncer = Syncer(self.kube, options, dashboards=self.dashboard)
+        self.serving = serving.ServingController(
+            self.syncer, rs.Settings(poll_s=0.1, steady_poll_s=0.5)
+        )
+        assert self.serving.start_informers(10)
+        self.syncer.start()
+
+    def stop_syncer(self) -> None:
+        if self.syncer is not None:
+            self.syncer.stop()
+        if self.serving is not None:
+            self.serving.stop()
+        self.syncer = self.serving = None
+
+    def status(self) -> Manifest:
+        cm = self.kube.get(CONFIGMAPS, self.namespace, naming.status_configmap_name("greeter"))
+        if cm is None:
+            return {}
+        decoded: Manifest = json.loads(cm["data"]["status.json"])
+        return decoded
+
+    def record(self) -> rs.Record:
+        return rs.Record.from_json(self.status()) if self.status() else rs.Record()
+
+    def pods(self, generation: str) -> list[Manifest]:
+        items, _ = self.kube.list(
+            PODS, self.namespace, label_selector=f"{naming.RAY_CLUSTER}={generation}"
+        )
+        return items
+
+    def route(self) -> Manifest:
+        route = self.kube.get(HTTPROUTES, self.namespace, "greeter-httproute")
+        assert route is not None
+        return route
+
+    def weights(self) -> dict[str, int]:
+        return rs.route_weights(rs.Route("", tuple(self.route()["spec"]["rules"])), "greeter")
+
+    def intent_annotations(self) -> dict[str, str]:
+        cm = self.kube.get(CONFIGMAPS, self.namespace, naming.intent_configmap_name("greeter"))
+        assert cm is not None
+        annotations: dict[str, str] = cm["metadata"].get("annotations") or {}
+        return annotations
+
+    def events(self) -> list[Manifest]:
+        items, _ = self.kube.list(
+            EVENTS, self.namespace, label_selector=f"{naming.ORIGIN_NAME}=greeter"
+        )
+        return items
+
+
+@pytest.fixture
+def rig(kube_api: KubeApi) -> Iterator[Rig]:
+    kube_api.fake  # noqa: B018 - the simulators need the fake server
+    kube = RecordingKube(kube_api.api_client)
+    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
+    gateways = GatewaySim(kube_api)
+    rig = Rig(kube_api, kube, controllers, gateways, GitOps(kube, kube_api.namespace))
+    controllers.start(interval=0.05)
+    gateways.start()
+    yield rig
+    rig.stop_syncer()
+    gateways.stop()
+    controllers.stop()
+
+
+def generation_of(objects: list[Manifest]) -> str:
+    cm = next(
+        o for o in objects if o["metadata"]["name"] == naming.intent_configmap_name("greeter")
+    )
+    parsed = rs.parse_service_intent(cm)
+    assert parsed.generation is not None
+    return parsed.generation
+
+
+def labelled_active(rig: Rig, generation: str) -> bool:
+    pods = rig.pods(generation)
+    return bool(pods) and all(
+        p["metadata"]["labels"].get(naming.SERVE_ACTIVE) == "true" for p in pods
+    )
+
+
+def wait(predicate: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    return wait_until(predicate, timeout=timeout, interval=0.05, what=what)
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+def test_incremental_upgrade_moves_weights_promotes_and_retires(rig: Rig) -> None:
+    v1 = render(manifest(), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: labelled_active(rig, gen1), "the first generation active")
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    assert rig.for_generation(gen1).put_bodies[-1]["target_capacity"] == 100
+    v2 = render(manifest(cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    assert gen2 != gen1
+    rig.gitops.sync(v2)
+    wait(lambda: rig.record().active.name == gen2 and not rig.record().pending.name, "promotion")
+    wait(lambda: rig.weights() == {gen2: 100}, "the route collapsed to the new generation")
+    wait(lambda: not rig.pods(gen1), "the old generation's pods deleted")
+    # The syncer's route writes, in order: KubeRay's steps for step = surge = 50.
+    assert rig.kube.route_writes == [
+        {gen1: 100, gen2: 0},
+        {gen1: 50, gen2: 50},
+        {gen1: 0, gen2: 100},
+        {gen2: 100},
+    ]
+    assert [b["target_capacity"] for b in rig.for_generation(gen2).put_bodies] == [50, 100]
+    assert [b["target_capacity"] for b in rig.for_generation(gen1).put_bodies] == [100, 50, 0]
+    assert labelled_active(rig, gen2)
+    # Everything of the old generation went, nothing of the new one.
+    leftovers = [
+        r.kind
+        for r in (CONFIGMAPS, SERVICES)
+        for item in rig.kube.list(r, rig.namespace, label_selector=f"{naming.RAY_CLUSTER}={gen1}")[
+            0
+        ]
+    ]
+    assert leftovers == []
+    assert rig.pods(gen2)
+    status = rig.status()["status"]
+    assert status["activeServiceStatus"]["rayClusterName"] == gen2
+    assert status["activeServiceStatus"]["trafficRoutedPercent"] == 100
+    assert status["activeServiceStatus"]["applicationStatuses"]["greeter"]["status"] == "RUNNING"
+    assert status["pendingServiceStatus"] == {}
+    reasons = {e["reason"] for e in rig.events()}
+    assert {"UpgradeStarted", "UpdatedHTTPRoute", "UpgradeComplete", "DeletedRayCluster"} <= reasons
+
+
+def test_status_configmap_is_owned_by_the_intent_and_annotates_it(rig: Rig) -> None:
+    objects = render(manifest(), rig.namespace)
+    gen = generation_of(objects)
+    rig.gitops.sync(objects)
+    rig.start_syncer()
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    intent = rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("greeter"))
+    assert intent is not None
+    cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.status_configmap_name("greeter"))
+    assert cm is not None
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == intent["metadata"]["uid"]
+    assert cm["data"]["activeCluster"] == gen
+    wait(
+        lambda: rig.intent_annotations().get(serving.ANN_TRAFFIC) == f"{gen}=100",
+        "status annotations on the intent",
+    )
+    assert rig.intent_annotations()[serving.ANN_ACTIVE] == gen
+    assert rig.intent_annotations()[serving.ANN_SERVICE_STATUS] == "Running"
+    rows = serving.status_rows(cm)
+    assert rows[0]["role"] == "active"
+    assert rows[0]["cluster"] == gen
+    assert rows[0]["phase"] == "Running"
+    assert rows[0]["applications"] == "greeter=RUNNING"
+    assert rows[0]["trafficRoutedPercent"] == "100"
+    assert rows[0]["name"] == "greeter"
+    assert rig.serving is not None
+    assert rig.serving.snapshot() == {("RayService", rig.namespace, "greeter"): "Running"}
+
+
+def test_a_new_generation_that_fails_to_deploy_gets_no_traffic(rig: Rig) -> None:
+    v1 = render(manifest(), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    v2 = render(manifest(cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    rig.for_generation(gen2).plan_app("greeter", AppPlan(deploy_s=0.1, outcome="DEPLOY_FAILED"))
+    rig.gitops.sync(v2)
+    wait(
+        lambda: rig.record().pending.apps.get("greeter", rs.App("")).status == "DEPLOY_FAILED",
+        "DEPLOY_FAILED in the status",
+    )
+    time.sleep(1.5)  # more than one intervalSeconds: a healthy generation would have moved
+    assert rig.weights() == {gen1: 100, gen2: 0}
+    assert labelled_active(rig, gen1)
+
+
+def test_blue_green_switches_once_ready_and_retires_the_old_generation(rig: Rig) -> None:
+    v1 = render(manifest(NEW_CLUSTER), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: labelled_active(rig, gen1), "the first generation active")
+    v2 = render(manifest(NEW_CLUSTER, cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    rig.gitops.sync(v2)
+    wait(lambda: labelled_active(rig, gen2), "the switch")
+    wait(lambda: not rig.pods(gen1), "the old generation retired")
+    serve_svc = rig.kube.get(SERVICES, rig.namespace, "greeter-serve-svc")
+    assert serve_svc is not None
+    assert serve_svc["spec"]["selector"][naming.SERVE_ACTIVE] == "true"  # git's, untouched
+    assert rig.record().active.name == gen2
+    assert rig.for_generation(gen2).put_bodies[0].get("target_capacity") is None
+
+
+def test_strategy_none_redeploys_a_changed_serve_config_in_place(rig: Rig) -> None:
+    v1 = render(manifest(NONE), rig.namespace)
+    gen = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    dashboard = rig.for_generation(gen)
+    assert len(dashboard.put_bodies) == 1
+    v2 = render(manifest(NONE, prefix="/hello"), rig.namespace)
+    assert generation_of(v2) == gen
+    rig.gitops.sync(v2)
+    wait(lambda: len(dashboard.put_bodies) == 2, "a second PUT")
+    assert dashboard.put_bodies[-1]["applications"][0]["route_prefix"] == "/hello"
+
+
+def test_a_new_syncer_resumes_an_upgrade_mid_way(rig: Rig) -> None:
+    v1 = render(manifest(), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    v2 = render(manifest(cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    rig.gitops.sync(v2)
+    wait(lambda: rig.weights() == {gen1: 50, gen2: 50}, "half the traffic moved")
+    rig.stop_syncer()
+    rig.start_syncer()  # a new process: empty caches, a new dashboard pool
+    wait(lambda: rig.record().active.name == gen2 and not rig.record().pending.name, "promotion")
+    wait(lambda: rig.weights() == {gen2: 100}, "the route collapsed")
+    assert rig.kube.route_writes == [
+        {gen1: 100, gen2: 0},
+        {gen1: 50, gen2: 50},
+        {gen1: 0, gen2: 100},
+        {gen2: 100},
+    ]
+    assert [b["target_capacity"] for b in rig.for_generation(gen1).put_bodies] in (
+        [100, 50, 0],
+        [100, 50, 50, 0],  # the new process may PUT the current value once more
+    )

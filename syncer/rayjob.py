@@ -50,6 +50,10 @@ NOT_RETRIED: Final = frozenset({DEADLINE, CHECK_TIMEOUT})
 POLICY_RANK: Final = {"DeleteSelf": 3, "DeleteCluster": 2, "DeleteWorkers": 1, "DeleteNone": 0}
 
 
+def _with_scheme(url: str) -> str:
+    return f"http://{url}" if url and "://" not in url else url
+
+
 def format_time(seconds: float | None) -> str | None:
     """RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`."""
     if seconds is None:
@@ -115,7 +119,8 @@ class Record:
             "jobStatus": self.job_status,
             "jobId": self.job_id,
             "rayClusterName": self.ray_cluster_name,
-            "dashboardURL": self.dashboard_url,
+            # KubeRay's form has no scheme: `<head svc>.<ns>.svc.<domain>:<port>`.
+            "dashboardURL": self.dashboard_url.removeprefix("http://"),
             "startTime": format_time(self.start_time),
             "endTime": format_time(self.end_time),
             "reason": self.reason,
@@ -153,6 +158,7 @@ class Record:
                 "startTime": self.start_time,
                 "endTime": self.end_time,
                 "checkFailureStart": self.check_failure_start,
+                "dashboardURL": self.dashboard_url,
                 "rayStartTime": self.ray_start_time,
                 "rayEndTime": self.ray_end_time,
             },
@@ -171,7 +177,9 @@ class Record:
             job_status=str(status.get("jobStatus") or ""),
             job_id=status.get("jobId"),
             ray_cluster_name=str(status.get("rayClusterName") or ""),
-            dashboard_url=str(status.get("dashboardURL") or ""),
+            dashboard_url=str(
+                own.get("dashboardURL", _with_scheme(str(status.get("dashboardURL") or "")))
+            ),
             start_time=own.get("startTime", parse_time(status.get("startTime"))),
             end_time=own.get("endTime", parse_time(status.get("endTime"))),
             reason=str(status.get("reason") or ""),
@@ -273,9 +281,11 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class StopJob:
-    """Stop a Ray job (`POST /api/jobs/<id>/stop`)."""
+    """Stop a Ray job (`POST /api/jobs/<id>/stop`), on `dashboard_url` when it is not the
+    current cluster's (a run that a spec change or a suspension replaced)."""
 
     submission_id: str
+    dashboard_url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +347,20 @@ def cluster_pods(obs: Observation) -> tuple[PodView, ...]:
     return tuple(p for p in obs.pods if p.name in wanted)
 
 
+def _serving(pod: PodView, intent: JobIntent) -> bool:
+    """Running and Ready; in SidecarMode a head whose submitter container has already ended is
+    no longer Ready, yet its Ray is up (the job may have finished before anyone looked)."""
+    if pod.running_ready:
+        return True
+    return (
+        intent.mode == "SidecarMode"
+        and pod.node_type == "head"
+        and pod.phase == "Running"
+        and not pod.deleting
+        and pod.sidecar_exit_code is not None
+    )
+
+
 def cluster_counts(obs: Observation) -> tuple[bool, int, int, int]:
     """(ready, desired workers, ready workers, available workers) from the pods."""
     pods = cluster_pods(obs)
@@ -349,7 +373,7 @@ def cluster_counts(obs: Observation) -> tuple[bool, int, int, int]:
         desired = len(obs.intent.worker_pods)
         by_name = {p.name: p for p in pods}
         ready = bool(obs.intent.cluster_pods) and all(
-            n in by_name and by_name[n].running_ready for n in obs.intent.cluster_pods
+            n in by_name and _serving(by_name[n], obs.intent) for n in obs.intent.cluster_pods
         )
     ready_workers = sum(1 for p in workers if p.running_ready)
     available = sum(1 for p in workers if p.phase == "Running")
@@ -758,9 +782,11 @@ def decide(obs: Observation, settings: Settings | None = None) -> Decision:
                 end_time=record.end_time,
             )
         p = _Pass(obs, settings, base)
+        replaced = record is not None and record.job_id and record.job_status not in TERMINAL_RAY
+        if replaced and record is not None and record.job_id and record.dashboard_url:
+            # The run this one replaces may still be running on its (old) cluster.
+            p.actions.append(StopJob(record.job_id, record.dashboard_url))
         if intent.suspend:
-            if record is not None and record.job_id and record.job_status not in TERMINAL_RAY:
-                p.actions.append(StopJob(record.job_id))
             p.update(
                 job_deployment_status=SUSPENDED,
                 ray_cluster_name="",

@@ -33,6 +33,7 @@ from syncer.rayjob import (
     Submit,
     SubmitterView,
     Ungate,
+    cluster_counts,
     decide,
     needs_dashboard,
 )
@@ -261,7 +262,7 @@ def test_suspending_a_running_job_stops_it_and_keeps_counters_and_times() -> Non
         HTTP, backoffLimit=2, shutdownAfterJobFinishes=True, suspend=True, cluster="train-s0s0s"
     )
     decision = step(suspended, record, now=T0 + 40, pods=())
-    assert effects(decision) == [StopJob(f"{SUBMISSION}-1")]
+    assert effects(decision) == [StopJob(f"{SUBMISSION}-1", URL)]  # on the old cluster
     assert events(decision) == [("Normal", "Suspended")]
     out = decision.record
     assert out.job_deployment_status == "Suspended"
@@ -1465,7 +1466,7 @@ def test_to_status_uses_kuberays_field_names() -> None:
         "jobStatus": "FAILED",
         "jobId": SUBMISSION,
         "rayClusterName": CLUSTER,
-        "dashboardURL": URL,
+        "dashboardURL": URL.removeprefix("http://"),  # no scheme, as KubeRay
         "startTime": "2026-01-01T10:00:00Z",
         "endTime": "2026-01-01T10:01:00Z",
         "reason": "AppFailed",
@@ -1620,3 +1621,20 @@ def test_a_rendered_rayjob_runs_to_completion_and_shuts_its_cluster_down(mode: s
     )
     assert (done.record.job_deployment_status, done.record.succeeded) == ("Complete", 1)
     assert effects(done) == [Shutdown(tuple(p.name for p in pods), "DeleteCluster")]
+
+
+def test_sidecar_head_whose_submitter_already_ended_still_counts_as_ready() -> None:
+    intent = make_intent("SidecarMode")
+    head = PodView(
+        name=intent.head_pod or "",
+        node_type="head",
+        phase="Running",
+        ready=False,  # the ended sidecar makes the pod not Ready
+        sidecar_exit_code=0,
+        sidecar_finished_at=T0,
+    )
+    workers = tuple(
+        PodView(name=n, node_type="worker", phase="Running", ready=True) for n in intent.worker_pods
+    )
+    obs = Observation(intent, None, (head, *workers), None, None, T0)
+    assert cluster_counts(obs)[0] is True

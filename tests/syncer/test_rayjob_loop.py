@@ -147,7 +147,8 @@ def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
     assert status["succeeded"] == 1
     assert status["failed"] == 0
     assert status["rayClusterName"].startswith("demo-")
-    assert status["dashboardURL"].startswith("http://demo-")
+    assert status["dashboardURL"].startswith("demo-")  # KubeRay's form: no scheme
+    assert status["dashboardURL"].endswith(f".{rig.namespace}.svc.cluster.local:8265")
     assert status["startTime"] <= status["endTime"]
     # shutdownAfterJobFinishes with TTL 0: every cluster pod is asked to shut down.
     intent_cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("demo"))

@@ -281,8 +281,11 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class StopJob:
-    """Stop a Ray job (`POST /api/jobs/<id>/stop`), on `dashboard_url` when it is not the
-    current cluster's (a run that a spec change or a suspension replaced)."""
+    """Stop a Ray job (`POST /api/jobs/<id>/stop`).
+
+    `dashboard_url` names another cluster than the current one: that of a run a spec
+    change or a suspension replaced.
+    """
 
     submission_id: str
     dashboard_url: str = ""
@@ -348,8 +351,11 @@ def cluster_pods(obs: Observation) -> tuple[PodView, ...]:
 
 
 def _serving(pod: PodView, intent: JobIntent) -> bool:
-    """Running and Ready; in SidecarMode a head whose submitter container has already ended is
-    no longer Ready, yet its Ray is up (the job may have finished before anyone looked)."""
+    """Whether a pod counts as ready: Running and Ready.
+
+    In SidecarMode a head whose submitter container has ended is no longer Ready, yet its
+    Ray is up (the job may have finished before anyone looked).
+    """
     if pod.running_ready:
         return True
     return (

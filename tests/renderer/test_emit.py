@@ -80,7 +80,7 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.dictionaries(keys, values, max_size=6))
 def test_dump_round_trips_through_pyyaml_and_ruamel(document: dict[str, Any]) -> None:
     text = emit.dump(document)

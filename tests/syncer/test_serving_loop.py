@@ -114,6 +114,21 @@ def _pointer_set(obj: Manifest, pointer: str, value: Any) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
+def _contains(live: Any, declared: Any) -> bool:
+    """Whether `live` already has every declared value (fields the server defaulted aside)."""
+    if isinstance(declared, dict):
+        return isinstance(live, dict) and all(
+            _contains(live.get(k), v) for k, v in declared.items()
+        )
+    if isinstance(declared, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(declared)
+            and all(_contains(a, b) for a, b in zip(live, declared, strict=True))
+        )
+    return bool(live == declared)
+
+
 def _merge(live: Any, declared: Any) -> Any:
     """What applying `declared` over `live` leaves: maps merge, lists and scalars replace."""
     if isinstance(live, dict) and isinstance(declared, dict):
@@ -138,7 +153,7 @@ class GitOps:
     namespace: str
     honour_ignores: bool = True
     applied: dict[tuple[str, str], Manifest] = field(default_factory=dict)
-    writes: int = 0
+    updated: list[tuple[str, str]] = field(default_factory=list)
 
     def ignored(self, objects: list[Manifest]) -> dict[tuple[str, str], list[str]]:
         if not self.honour_ignores:
@@ -162,17 +177,19 @@ class GitOps:
             live = self.kube.get(resource, self.namespace, key[1])
             if live is None:
                 self.kube.create(resource, self.namespace, obj)
-                self.writes += 1
                 continue
-            merged = copy.deepcopy(live)
-            for part in ("metadata", "spec", "data"):
-                if part in obj:
-                    merged[part] = _merge(live.get(part), obj[part])
+            declared = copy.deepcopy(obj)
             for pointer in ignored.get(key, []):
-                _pointer_set(merged, pointer, _pointer_get(live, pointer))
+                _pointer_set(declared, pointer, _pointer_get(live, pointer))
+            parts = [p for p in ("metadata", "spec", "data") if p in declared]
+            if all(_contains(live.get(p), declared[p]) for p in parts):
+                continue  # in sync (Argo CD's diff ignores what the server defaulted)
+            merged = copy.deepcopy(live)
+            for part in parts:
+                merged[part] = _merge(live.get(part), declared[part])
             if merged != live:
                 self.kube.replace(resource, self.namespace, merged)
-                self.writes += 1
+                self.updated.append(key)
         for key, obj in self.applied.items():
             if key in wanted:
                 continue

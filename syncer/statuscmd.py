@@ -116,3 +116,51 @@ def status(
         sys.exit(1)
     rows = sorted(row(cm) for cm in items)
     sys.stdout.write(table(rows))
+
+
+def collectable(cm: Manifest) -> str | None:
+    """Why the object behind a status ConfigMap may now leave git, or None."""
+    labels = (cm.get("metadata") or {}).get("labels") or {}
+    document = status_document(cm)
+    status = document.get("status") or {}
+    own = document.get("syncer") or {}
+    if labels.get(naming.ORIGIN_KIND) == "RayJob":
+        state = status.get("jobDeploymentStatus")
+        if state in ("Complete", "Failed"):
+            cleaned = ", ".join(own.get("cleanup") or []) or "no cleanup policy"
+            return f"{state.lower()} at {status.get('endTime', '?')} ({cleaned})"
+    return None
+
+
+@click.command("gc")
+@click.option("-n", "--namespace", default=None, help="Only this namespace.")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace.")
+@click.option(
+    "--kubeconfig",
+    default=None,
+    help="A kubeconfig file (default: in-cluster, then ~/.kube/config).",
+)
+def gc(namespace: str | None, all_namespaces: bool, kubeconfig: str | None) -> None:
+    """List what git may now drop: RayJobs that have finished (their pods are released)."""
+    try:
+        kube = KubeClient.from_environment(kubeconfig)
+        scope = None if all_namespaces else (namespace or "default")
+        items, _ = kube.list(CONFIGMAPS, scope, label_selector=f"{naming.ROLE}={ROLE_STATUS}")
+    except SyncerError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    rows = []
+    for cm in items:
+        reason = collectable(cm)
+        if reason is not None:
+            meta = cm.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            rows.append(
+                (
+                    str(meta.get("namespace", "")),
+                    str(labels.get(naming.ORIGIN_KIND)),
+                    str(labels.get(naming.ORIGIN_NAME)),
+                    reason,
+                )
+            )
+    sys.stdout.write(table(sorted(rows), ("NAMESPACE", "KIND", "NAME", "WHY")))

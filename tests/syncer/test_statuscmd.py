@@ -86,3 +86,18 @@ def test_status_of_one_job_prints_its_status(kube_api: KubeApi) -> None:
     )
     assert missing.exit_code == 1
     assert "no status published" in missing.stderr
+
+
+def test_gc_lists_finished_jobs_only(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    publish(kube, ns, "running", {"jobDeploymentStatus": "Running"})
+    publish(
+        kube, ns, "done", {"jobDeploymentStatus": "Complete", "endTime": "2026-11-30T01:00:00Z"}
+    )
+    result = CliRunner().invoke(main, ["gc", "-n", ns, "--kubeconfig", str(kube_api.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "KIND", "NAME", "WHY"]
+    assert len(lines) == 2
+    assert lines[1].split()[:4] == [ns, "RayJob", "done", "complete"]

@@ -690,7 +690,11 @@ def _apps(serve: Serve | None) -> dict[str, App]:
 
 
 def _short(text: str) -> str:
-    return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 1] + "…"
+    """Cut long texts in the middle: a traceback's last line names the error."""
+    if len(text) <= _MESSAGE_LIMIT:
+        return text
+    head = _MESSAGE_LIMIT // 3
+    return f"{text[:head]}…{text[-(_MESSAGE_LIMIT - head - 1) :]}"
 
 
 def trim_apps(apps: Mapping[str, App]) -> dict[str, App]:

@@ -21,6 +21,7 @@ import pytest
 from renderer import gitops, naming
 from syncer import rayservice as rs
 from syncer import serving
+from syncer.errors import PermanentError
 from syncer.kube import (
     CONFIGMAPS,
     EVENTS,
@@ -562,3 +563,141 @@ def test_a_new_syncer_resumes_an_upgrade_mid_way(rig: Rig) -> None:
         [100, 50, 0],
         [100, 50, 50, 0],  # the new process may PUT the current value once more
     )
+
+
+def test_a_failed_serve_deploy_is_reported_and_retried(rig: Rig) -> None:
+    objects = render(manifest(NEW_CLUSTER), rig.namespace)
+    gen = generation_of(objects)
+    rig.for_generation(gen).fail_next(
+        "put_serve_applications", PermanentError("1 validation error (fake)", status=400)
+    )
+    rig.gitops.sync(objects)
+    rig.start_syncer()
+    wait(lambda: "FailedToUpdateServeApplications" in rig.record().error, "the error in the status")
+    assert any(e["reason"] == "FailedToUpdateServeApplications" for e in rig.events())
+    rows = serving.status_rows(status_cm(rig))
+    assert "1 validation error" in rows[0]["error"]
+    # Permanent errors are retried after 30 s; a new pass (any event) tries again at once.
+    rig.kube.patch(
+        CONFIGMAPS, rig.namespace, f"{gen}-serve-config", {"metadata": {"labels": {"x": "1"}}}
+    )
+    wait(lambda: labelled_active(rig, gen), "deployed and active after the retry")
+    wait(lambda: not rig.record().error, "the error cleared")
+
+
+def test_pod_label_conflicts_are_retried_with_a_fresh_version(rig: Rig) -> None:
+    server = rig.kube_api.fake
+    server.faults.fail(409, verb="patch", resource="pods", times=3)
+    objects = render(manifest(NEW_CLUSTER), rig.namespace)
+    gen = generation_of(objects)
+    rig.gitops.sync(objects)
+    rig.start_syncer()
+    wait(lambda: labelled_active(rig, gen), "labels despite conflicts")
+
+
+def test_a_rayservice_that_leaves_git_is_forgotten(rig: Rig) -> None:
+    objects = render(manifest(NEW_CLUSTER), rig.namespace)
+    rig.gitops.sync(objects)
+    rig.start_syncer()
+    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    assert rig.serving is not None
+    key = ("RayService", rig.namespace, "greeter")
+    assert rig.serving.snapshot() == {key: "Running"}
+    rig.kube.delete(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("greeter"))
+    wait(lambda: rig.serving is not None and rig.serving.snapshot() == {}, "forgotten")
+    wait(lambda: not rig.status(), "the status ConfigMap garbage-collected with its owner")
+
+
+def status_cm(rig: Rig) -> Manifest:
+    cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.status_configmap_name("greeter"))
+    assert cm is not None
+    return cm
+
+
+def record_cm(record: rs.Record) -> Manifest:
+    return {
+        "metadata": {
+            "name": "greeter-kuberay-status",
+            "namespace": "ns",
+            "labels": {naming.ORIGIN_NAME: "greeter", naming.ORIGIN_KIND: "RayService"},
+        },
+        "data": {"status.json": json.dumps(record.to_json())},
+    }
+
+
+def cond(kind: str, status: str = "True", reason: str = "R") -> rs.Condition:
+    return rs.Condition(kind, status, reason, "", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("record", "phase"),
+    [
+        (rs.Record(), "Initializing"),
+        (rs.Record(active=rs.Side("a"), conditions=(cond(rs.READY),)), "Running"),
+        (rs.Record(active=rs.Side("a"), pending=rs.Side("b")), "Upgrading"),
+        (rs.Record(conditions=(cond(rs.ROLLBACK),)), "RollingBack"),
+        (rs.Record(conditions=(cond(rs.UPGRADE, "False", rs.REASON_ABORTED),)), "Held"),
+        (rs.Record(conditions=(cond(rs.SUSPENDING),)), "Suspended"),
+    ],
+)
+def test_phase_names_where_a_rayservice_is(record: rs.Record, phase: str) -> None:
+    assert serving.phase(record) == phase
+    assert serving.status_rows(record_cm(record))[0]["phase"] == phase
+
+
+def test_status_rows_show_both_generations_of_an_upgrade() -> None:
+    record = rs.Record(
+        strategy=rs.INCREMENTAL,
+        active=rs.Side("greeter-aaaaa", {"app": rs.App("RUNNING")}, 80, 70, 1_800_000_000.0),
+        pending=rs.Side("greeter-bbbbb", {"app": rs.App("DEPLOYING")}, 30, 30, 1_800_000_000.0),
+        conditions=(cond(rs.READY), cond(rs.UPGRADE)),
+        endpoints=3,
+    )
+    rows = serving.status_rows(record_cm(record))
+    assert [(r["role"], r["cluster"], r["applications"]) for r in rows] == [
+        ("active", "greeter-aaaaa", "app=RUNNING"),
+        ("pending", "greeter-bbbbb", "app=DEPLOYING"),
+    ]
+    assert rows[0]["trafficRoutedPercent"] == "70"
+    assert rows[1]["targetCapacity"] == "30"
+    assert rows[0]["lastTrafficMigratedTime"] == "2027-01-15T08:00:00Z"
+    assert rows[0]["conditions"] == "Ready=True,UpgradeInProgress=True"
+    assert rows[0]["endpoints"] == "3"
+    assert (
+        serving.status_rows({"metadata": {"name": "x"}, "data": {"status.json": "{"}})[0]["role"]
+        == "-"
+    )
+
+
+def test_views_of_routes_and_gateways() -> None:
+    route = {
+        "metadata": {
+            "name": "r",
+            "namespace": "ns",
+            "resourceVersion": "7",
+            "annotations": {"a": "b"},
+        },
+        "spec": {"rules": [{"backendRefs": []}]},
+        "status": {
+            "parents": [
+                {"parentRef": {"name": "other"}, "conditions": []},
+                {
+                    "parentRef": {"name": "gw", "namespace": "ns"},
+                    "conditions": [
+                        {"type": "Accepted", "status": "True"},
+                        {"type": "ResolvedRefs", "status": "True"},
+                    ],
+                },
+            ]
+        },
+    }
+    view = serving.route_view(route, "gw")
+    assert view.accepted
+    assert view.resource_version == "7"
+    assert view.annotations == {"a": "b"}
+    assert not serving.route_view(route, "missing").accepted
+    assert not serving.gateway_ready(None)
+    assert not serving.gateway_ready(
+        {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
+    )
+    assert serving.read_record({"metadata": {"name": "x"}, "data": {"status.json": "[1]"}}) is None

@@ -1,22 +1,10 @@
 """The RayService state machine (reference rayservice.md §4-§10), as a pure function.
 
 `decide(observation, settings)` takes the rendered intent, the last published status, the
-live cluster generations (pods, Serve config, Serve facts), the HTTPRoute and the Gateway,
-and returns the status to publish and the actions to take: Serve deploys, pod labels,
-HTTPRoute rules, retirements and events. It reads no clock and does no I/O.
-
-Live state is the source of truth, so a restart or a new leader resumes mid-upgrade without
-repeating or skipping a step: the active generation is the one whose pods carry
-`kuberay.io/serve-active`, traffic is the HTTPRoute's weights, `target_capacity` is what
-each Serve controller reports; the status record only fills gaps (timers, what was PUT).
-
-Differences from KubeRay, by design: generations are content-hashed and found by label;
-the old generation keeps its own Serve config (KubeRay's restart hazard §14.9 cannot
-happen); deletion delays survive restarts; rollback moves traffic back even when the
-Gateway is not ready or the new generation is unreachable (§8.7's stall cannot happen);
-and there are pause, abort and progress-deadline controls (annotations
-`kuberay.io/upgrade-paused`, `kuberay.io/upgrade-abort` on the live HTTPRoute, and
-`kuberay.io/upgrade-progress-deadline-seconds` in git).
+live generations (pods, Serve config and facts), the HTTPRoute and the Gateway, and returns
+the status to publish and the actions to take. It reads no clock and does no I/O; live
+state (serve-active labels, route weights, Serve's target_capacity) outranks the record,
+so a restart mid-upgrade neither repeats nor skips a step.
 """
 
 from __future__ import annotations
@@ -37,6 +25,14 @@ from syncer.dashboard import ServeDetails
 from syncer.intent import IntentError
 
 Manifest = dict[str, Any]
+
+# Differences from KubeRay, by design: generations are content-hashed and found by label;
+# an old generation keeps its own Serve config (KubeRay's restart hazard §14.9 cannot
+# happen); deletion delays survive restarts; a rollback moves traffic back even when the
+# Gateway is not ready or the new generation is unreachable (the §8.7 stall cannot happen);
+# and there are pause, abort and progress-deadline controls (`kuberay.io/upgrade-paused`
+# in git or on the live HTTPRoute, `kuberay.io/upgrade-abort` on the live HTTPRoute,
+# `kuberay.io/upgrade-progress-deadline-seconds` in git).
 
 INCREMENTAL: Final = rules.INCREMENTAL
 NEW_CLUSTER: Final = rendered.NEW_CLUSTER

@@ -1,10 +1,9 @@
-"""The RayService reconciler: runs `syncer.rayservice.decide` inside the engine of `syncer.loop`.
+"""The RayService reconciler: runs `syncer.rayservice.decide` inside the `syncer.loop` engine.
 
-Adds caches of the serve-config ConfigMaps, HTTPRoutes and Gateways, reads pods from the
-engine's, asks each generation's dashboard for Serve facts, carries out the decision
-(Serve PUTs, pod labels, HTTPRoute rules, retirements, events) and publishes the status
-ConfigMap `<svc>-kuberay-status`. It writes no field git declares except HTTPRoute
-`spec.rules`, and deletes only prune-protected objects of generations git dropped (DESIGN §1).
+Caches serve-config ConfigMaps, HTTPRoutes and Gateways beside the engine's caches, asks
+each generation's dashboard, carries out the decision and publishes `<svc>-kuberay-status`.
+Writes no field git declares but HTTPRoute `spec.rules`; deletes only prune-protected
+objects of generations git dropped (DESIGN §1).
 """
 
 from __future__ import annotations

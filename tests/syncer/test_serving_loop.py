@@ -485,6 +485,13 @@ def test_status_configmap_is_owned_by_the_intent_and_annotates_it(rig: Rig) -> N
     assert rows[0]["name"] == "greeter"
     assert rig.serving is not None
     assert rig.serving.snapshot() == {("RayService", rig.namespace, "greeter"): "Running"}
+    # Steady state: passes keep coming (steady_poll_s = 0.5) but write nothing.
+    writes = rig.serving.stats["status_writes"]
+    deploys = len(rig.for_generation(gen).put_bodies)
+    time.sleep(1.5)
+    assert rig.serving.stats["status_writes"] == writes
+    assert len(rig.for_generation(gen).put_bodies) == deploys
+    assert rig.for_generation(gen).calls["get_serve_details"] >= 3
 
 
 def test_a_new_generation_that_fails_to_deploy_gets_no_traffic(rig: Rig) -> None:

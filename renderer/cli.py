@@ -21,7 +21,7 @@ from typing import Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, output, sources
+from renderer import emit, gitops, output, sources
 from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
@@ -232,6 +232,15 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             err=True,
         )
         raise _ExitError(EXIT_INVALID)
+    tool = params.get("gitops_config")
+    if tool is not None:
+        if output_dir is not None:
+            raise click.UsageError(
+                "--gitops-config prints one object; it cannot go with --output-dir"
+            )
+        fragment = gitops.argocd_fragment if tool == "argocd" else gitops.flux_fragment
+        sys.stdout.write(emit.dump(fragment(result.objects)))
+        return
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
         return
@@ -292,6 +301,13 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
 )
 @click.option("--diff", is_flag=True, help="Write nothing; print a unified diff against DIR.")
 @click.option("--allow-empty", is_flag=True, help="Succeed even when nothing is rendered.")
+@click.option(
+    "--gitops-config",
+    type=click.Choice(["argocd", "flux"]),
+    default=None,
+    help="Print, instead of the objects, the Argo CD Application or Flux Kustomization settings "
+    "that let the syncer own the rendered HTTPRoutes' rules.",
+)
 @_with_render_options
 def render(paths: tuple[str, ...], **params: object) -> None:
     """Render RayCluster manifests (files, directories or - for stdin) into Kubernetes objects."""

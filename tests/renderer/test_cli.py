@@ -203,3 +203,24 @@ def test_validate_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout == ""
     assert "ok: 3 objects" in result.stderr
+
+
+def test_gitops_config_prints_the_fragment_for_the_rendered_routes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = str(GOLDEN / "rayservice-incremental" / "input.yaml")
+    argocd = run("render", source, "--gitops-config", "argocd")
+    assert argocd.exit_code == 0, argocd.stderr
+    application = yaml.safe_load(argocd.stdout)
+    assert application["kind"] == "Application"
+    assert "RespectIgnoreDifferences=true" in application["spec"]["syncPolicy"]["syncOptions"]
+    assert all(
+        d["jsonPointers"] == ["/spec/rules"] for d in application["spec"]["ignoreDifferences"]
+    )
+    flux = run("render", source, "--gitops-config", "flux")
+    assert flux.exit_code == 0, flux.stderr
+    kustomization = yaml.safe_load(flux.stdout)
+    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["spec"]["ignore"][0]["paths"] == ["/spec/rules"]
+    refused = run("render", source, "--gitops-config", "flux", "-o", "somewhere")
+    assert refused.exit_code == 2

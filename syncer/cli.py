@@ -7,7 +7,6 @@ released (so another replica takes over at once) and the HTTP endpoints close.
 from __future__ import annotations
 
 import base64
-import importlib
 import logging
 import os
 import signal
@@ -29,6 +28,7 @@ from syncer.leader import AlwaysLeader, GuardedKube, LeaderElector
 from syncer.logs import setup_logging
 from syncer.loop import Options, Syncer
 from syncer.rayjob import Settings
+from syncer.serving import ServingController
 from syncer.reload import ConfigWatcher
 
 _LOG = logging.getLogger("kuberay-syncer")
@@ -264,9 +264,5 @@ def serve(
 
 
 def _register_extensions(engine: Syncer) -> None:
-    """Add the RayService reconciler when it is available."""
-    try:
-        serving = importlib.import_module("syncer.serving")
-    except ImportError:
-        return
-    serving.attach(engine)
+    """Add the RayService reconciler beside the RayJob one."""
+    ServingController(engine)

@@ -240,9 +240,9 @@ def status_rows(configmap: Manifest) -> list[dict[str, str]]:
 class ServingController:
     """Reconciles RayServices for a `Syncer`: its informers, its dashboards, its queue.
 
-    Usage: `serving = ServingController(syncer)`, then `serving.start_informers()` before
-    `syncer.start()`, and `serving.stop()` after `syncer.stop()`. The constructor registers
-    `reconcile` for the origin kind `RayService`.
+    Usage: `ServingController(syncer)`: the constructor hands its caches to the engine
+    (started and stopped with it) and registers `reconcile` for the origin kind RayService.
+    `start_informers()` starts them early (tests that drive passes by hand).
     """
 
     def __init__(self, syncer: Syncer, settings: rayservice.Settings | None = None) -> None:
@@ -286,6 +286,7 @@ class ServingController:
             self.gateways.append(gateways)
         for pods in syncer.pods:
             pods.add_index(_INDEX, _service_of)
+        syncer.add_informers(self.informers())
         syncer.register(KIND, self.reconcile)
 
     # --- running ---------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from syncer.leader import AlwaysLeader, GuardedKube, LeaderElector
 from syncer.logs import setup_logging
 from syncer.loop import Options, Syncer
 from syncer.rayjob import Settings
-from syncer.serving import ServingController
 from syncer.reload import ConfigWatcher
+from syncer.serving import ServingController
 
 _LOG = logging.getLogger("kuberay-syncer")
 VERSION = "0.1.0"

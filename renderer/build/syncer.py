@@ -41,10 +41,16 @@ _POD_LABELS: Final = {naming.APP_NAME: NAME}
 _NAMESPACED_RULES: Final = (
     ("", "pods", ("delete", "get", "list", "patch", "watch")),
     ("", "configmaps", ("create", "delete", "get", "list", "patch", "update", "watch")),
-    ("", "services", ("get", "list", "watch")),
+    # delete: a drained RayService generation is retired (DESIGN §1, last row).
+    ("", "services", ("delete", "get", "list", "watch")),
+    ("", "persistentvolumeclaims", ("delete", "list")),
     ("", "events", ("create", "patch")),
     ("events.k8s.io", "events", ("create", "patch")),
-    ("batch", "jobs", ("delete", "get", "list", "watch")),
+    # patch: short status annotations on the submitter Job that anchors a RayJob's status.
+    ("batch", "jobs", ("delete", "get", "list", "patch", "watch")),
+    ("networking.k8s.io", "networkpolicies", ("delete", "list")),
+    ("networking.k8s.io", "ingresses", ("delete", "list")),
+    ("gateway.networking.k8s.io", "gateways", ("get", "list", "watch")),
     ("gateway.networking.k8s.io", "httproutes", ("get", "list", "patch", "update", "watch")),
 )
 

@@ -26,10 +26,14 @@ LABELS = {
 WATCH_RULES = {
     ("", "pods"): ["delete", "get", "list", "patch", "watch"],
     ("", "configmaps"): ["create", "delete", "get", "list", "patch", "update", "watch"],
-    ("", "services"): ["get", "list", "watch"],
+    ("", "services"): ["delete", "get", "list", "watch"],
+    ("", "persistentvolumeclaims"): ["delete", "list"],
     ("", "events"): ["create", "patch"],
     ("events.k8s.io", "events"): ["create", "patch"],
-    ("batch", "jobs"): ["delete", "get", "list", "watch"],
+    ("batch", "jobs"): ["delete", "get", "list", "patch", "watch"],
+    ("networking.k8s.io", "networkpolicies"): ["delete", "list"],
+    ("networking.k8s.io", "ingresses"): ["delete", "list"],
+    ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch"],
     ("gateway.networking.k8s.io", "httproutes"): ["get", "list", "patch", "update", "watch"],
 }
 

@@ -50,8 +50,11 @@ def row(cm: Manifest) -> tuple[str, ...]:
     own = document.get("syncer") or {}
     kind = str(labels.get(naming.ORIGIN_KIND, "?"))
     if kind == "RayService":
-        deployment = str(status.get("serviceStatus") or status.get("state") or "")
-        job = str(status.get("activeGeneration") or "")
+        # The serving generation and, during an upgrade, the one traffic is moving to.
+        deployment = str(status.get("serviceStatus") or "NotReady")
+        active = (status.get("activeServiceStatus") or {}).get("rayClusterName") or ""
+        pending = (status.get("pendingServiceStatus") or {}).get("rayClusterName") or ""
+        job = f"{active} -> {pending}" if pending else str(active)
     else:
         deployment = str(status.get("jobDeploymentStatus", ""))
         job = str(status.get("jobStatus", ""))

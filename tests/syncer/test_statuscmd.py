@@ -101,3 +101,45 @@ def test_gc_lists_finished_jobs_only(kube_api: KubeApi) -> None:
     assert lines[0].split() == ["NAMESPACE", "KIND", "NAME", "WHY"]
     assert len(lines) == 2
     assert lines[1].split()[:4] == [ns, "RayJob", "done", "complete"]
+
+
+def test_status_shows_a_rayservice_upgrade(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    kube.create(
+        CONFIGMAPS,
+        ns,
+        {
+            "metadata": {
+                "name": "fruit-kuberay-status",
+                "labels": {
+                    "kuberay.io/role": "status",
+                    "kuberay.io/origin-kind": "RayService",
+                    "kuberay.io/origin-name": "fruit",
+                },
+            },
+            "data": {
+                "status.json": json.dumps(
+                    {
+                        "status": {
+                            "serviceStatus": "Running",
+                            "activeServiceStatus": {"rayClusterName": "fruit-aaaaa"},
+                            "pendingServiceStatus": {"rayClusterName": "fruit-bbbbb"},
+                        }
+                    }
+                )
+            },
+        },
+    )
+    result = CliRunner().invoke(
+        main, ["status", "-n", ns, "--kubeconfig", str(kube_api.kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].split()[:6] == [
+        ns,
+        "fruit",
+        "RayService",
+        "Running",
+        "fruit-aaaaa",
+        "->",
+    ]

@@ -1,0 +1,250 @@
+"""Run the real syncer daemon (`syncer.cli.serve`) in a subprocess, for fault tests.
+
+`python -m tests.syncer.daemon [--config F] [--kubeconfig F] [--namespace NS] [--identity ID]
+[--no-leader-elect]` runs `serve(...)` as `kuberay-syncer` would, with one change: there is
+no cluster DNS, so its dashboard factory sends every intent's dashboard URL to
+`$KUBERAY_TEST_DASHBOARD_URL` (the test's Ray head), and each job submission is appended as
+a JSON line to `$KUBERAY_TEST_SUBMISSIONS`. `Daemon` starts that process in its own session,
+waits for its `started` log line and stops it by PID only: SIGTERM (graceful: the daemon
+releases its Lease) or SIGKILL (a crash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from syncer.cli import serve
+from syncer.dashboard import Dashboard, HttpDashboard
+from syncer.errors import SyncerError
+
+Manifest = dict[str, Any]
+DASHBOARD_ENV: Final = "KUBERAY_TEST_DASHBOARD_URL"
+SUBMISSIONS_ENV: Final = "KUBERAY_TEST_SUBMISSIONS"
+REPO: Final = Path(__file__).resolve().parents[2]
+_STOP_TIMEOUT_S: Final = 30.0
+
+
+class RecordingDashboard(HttpDashboard):
+    """`HttpDashboard` that appends every `submit_job` call and its outcome to a file."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, base_url: str, *, timeout: float, record: Path | None) -> None:
+        super().__init__(base_url, timeout=timeout)
+        self._record = record
+
+    def _write(self, entry: Manifest) -> None:
+        if self._record is None:
+            return
+        line = json.dumps({"pid": os.getpid(), "time": time.time(), **entry})
+        with self._lock, self._record.open("a") as out:
+            out.write(line + "\n")
+
+    def submit_job(
+        self,
+        submission_id: str,
+        entrypoint: str,
+        *,
+        runtime_env: Manifest | None = None,
+        metadata: Mapping[str, str] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_memory: int | None = None,
+        entrypoint_resources: Mapping[str, float] | None = None,
+    ) -> bool:
+        """Submit, then record `created` (True: this call made the job) or the error."""
+        try:
+            created = super().submit_job(
+                submission_id,
+                entrypoint,
+                runtime_env=runtime_env,
+                metadata=metadata,
+                entrypoint_num_cpus=entrypoint_num_cpus,
+                entrypoint_num_gpus=entrypoint_num_gpus,
+                entrypoint_memory=entrypoint_memory,
+                entrypoint_resources=entrypoint_resources,
+            )
+        except SyncerError as exc:
+            self._write({"submission_id": submission_id, "created": None, "error": str(exc)})
+            raise
+        self._write({"submission_id": submission_id, "created": created})
+        return created
+
+
+def dashboard_factory(environ: Mapping[str, str]) -> Callable[[str], Dashboard] | None:
+    """Every URL to the Ray head named in the environment (None: the daemon's own factory)."""
+    url = environ.get(DASHBOARD_ENV)
+    if not url:
+        return None
+    record = Path(environ[SUBMISSIONS_ENV]) if environ.get(SUBMISSIONS_ENV) else None
+    shared = RecordingDashboard(url, timeout=10.0, record=record)
+
+    def make(intent_url: str) -> Dashboard:
+        return shared
+
+    return make
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse `kuberay-syncer`'s options and run the daemon until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(prog="python -m tests.syncer.daemon")
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--namespace", default=None)
+    parser.add_argument("--identity", default=None)
+    parser.add_argument("--no-leader-elect", action="store_true")
+    args = parser.parse_args(argv)
+    serve(
+        args.config,
+        args.kubeconfig,
+        args.namespace,
+        args.identity,
+        args.no_leader_elect,
+        dashboards=dashboard_factory(os.environ),
+    )
+
+
+@dataclass
+class Daemon:
+    """One daemon subprocess, owned by the test that started it."""
+
+    identity: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    submissions_path: Path
+
+    @property
+    def user_agent(self) -> str:
+        """The User-Agent of its API requests (what the fake server's audit log shows)."""
+        return f"kuberay-syncer/{self.identity}"
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        identity: str,
+        kubeconfig: Path,
+        config: Path,
+        namespace: str,
+        dashboard_url: str | None,
+        workdir: Path,
+    ) -> Daemon:
+        """Start `python -m tests.syncer.daemon` in its own session; logs go to `workdir`.
+
+        `dashboard_url` None keeps the daemon's own HTTP dashboard factory.
+        """
+        workdir.mkdir(parents=True, exist_ok=True)
+        log_path = workdir / f"{identity}.log"
+        submissions = workdir / f"{identity}.submissions.jsonl"
+        env = {**os.environ, SUBMISSIONS_ENV: str(submissions)}
+        env.pop(DASHBOARD_ENV, None)
+        if dashboard_url is not None:
+            env[DASHBOARD_ENV] = dashboard_url
+        command = [
+            sys.executable,
+            "-m",
+            "tests.syncer.daemon",
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--identity",
+            identity,
+        ]
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        return cls(identity, process, log_path, submissions)
+
+    @property
+    def pid(self) -> int:
+        """The daemon's PID."""
+        return self.process.pid
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.process.poll() is None
+
+    def log(self) -> list[Manifest]:
+        """The JSON log records written so far (other lines are skipped)."""
+        records: list[Manifest] = []
+        if not self.log_path.exists():
+            return records
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
+    def log_text(self) -> str:
+        """The raw output, for failure messages."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_started(self, timeout: float = 60.0) -> Manifest:
+        """Wait for the `started ...` log record; raises if the process ends first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for record in self.log():
+                if str(record.get("message", "")).startswith("started "):
+                    return record
+            if not self.alive():
+                raise AssertionError(
+                    f"daemon {self.identity} exited with {self.process.returncode}:\n"
+                    f"{self.log_text()[-4000:]}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"daemon {self.identity} did not start:\n{self.log_text()}")
+            time.sleep(0.05)
+
+    def submissions(self) -> list[Manifest]:
+        """The `submit_job` calls this daemon made, in order."""
+        if not self.submissions_path.exists():
+            return []
+        return [json.loads(line) for line in self.submissions_path.read_text().splitlines()]
+
+    def terminate(self, timeout: float = _STOP_TIMEOUT_S) -> int:
+        """SIGTERM by PID (a graceful stop) and wait; returns the exit code."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def kill(self) -> int:
+        """SIGKILL by PID (a crash) and wait; returns the exit code."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        return self.process.wait(timeout=_STOP_TIMEOUT_S)
+
+    def stop(self) -> None:
+        """Clean-up: SIGTERM, then SIGKILL if it does not end in time."""
+        if not self.alive():
+            return
+        try:
+            self.terminate(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -6,11 +6,14 @@ Mirrors KubeRay's `setMissingRayStartParams`, `generateRayStartCommand` and
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
-from renderer.quantity import ceil_value, go_json_float_map, is_zero, parse_quantity
+from renderer.quantity import approximate_float, ceil_value, go_json_float_map, is_zero
 
 Manifest = dict[str, Any]
 
@@ -19,11 +22,28 @@ _VALUED_BOOLEAN_FLAGS: Final = frozenset({"log-color", "include-dashboard", "inc
 _MIG: Final = re.compile(r"nvidia\.com/mig-\d+g\.\d+gb$")
 _ACCELERATORS: Final = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 _RESOURCE_QUOTES: Final = "'\"` "
+# Go's strconv.ParseInt(s, 10, 32): an optional sign and ASCII digits, nothing else.
+_GO_INT: Final = re.compile(r"[+-]?[0-9]+")
+_INT32: Final = range(-(2**31), 2**31)
 
 
 def is_gpu_like(key: str) -> bool:
     """KubeRay's GPU test: the name ends with `gpu`, or is a MIG profile."""
     return key.endswith("gpu") or bool(_MIG.search(key))
+
+
+def port_param(params: Mapping[str, str], key: str, default: int) -> int:
+    """A port from rayStartParams the way KubeRay reads one: int32 or the default.
+
+    KubeRay parses with Go's `strconv.ParseInt(value, 10, 32)` and falls back to the
+    default on any error, so spaces, `_` separators and non-ASCII digits, which
+    Python's `int()` would accept, give the default here too.
+    """
+    value = params.get(key)
+    if value is None or _GO_INT.fullmatch(value) is None:
+        return default
+    number = int(value)
+    return number if number in _INT32 else default
 
 
 def apply_group_resources(params: dict[str, str], resources: Manifest | None) -> None:
@@ -32,8 +52,10 @@ def apply_group_resources(params: dict[str, str], resources: Manifest | None) ->
         return
     custom: dict[str, float] = {}
     for key, raw in resources.items():
-        quantity = parse_quantity(raw)
-        if quantity is None:
+        # KubeRay calls ParseQuantity on the string as it is: unlike the JSON decoding of
+        # a container's resources, nothing trims spaces, so " 1" is skipped too.
+        amount = approximate_float(raw) if str(raw) == str(raw).strip() else None
+        if amount is None:
             continue
         lower = key.lower()
         if lower == "cpu":
@@ -43,9 +65,11 @@ def apply_group_resources(params: dict[str, str], resources: Manifest | None) ->
         elif is_gpu_like(lower):
             params["num-gpus"] = str(ceil_value(raw))
         else:
-            custom[key] = float(quantity)
+            custom[key] = amount
     if custom:
-        params["resources"] = "'" + go_json_float_map(custom) + "'"
+        # json.Marshal refuses an infinite value; KubeRay logs it and sets no `resources`.
+        with contextlib.suppress(ValueError):
+            params["resources"] = "'" + go_json_float_map(custom) + "'"
 
 
 def apply_group_labels(params: dict[str, str], labels: Manifest | None) -> None:
@@ -65,7 +89,11 @@ def _decode_resources(text: str | None) -> dict[str, float] | None:
         return None
     result: dict[str, float] = {}
     for key, value in decoded.items():
+        # Go decodes into map[string]float64: only finite numbers (Python also reads NaN,
+        # Infinity and out-of-range numbers as floats).
         if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if not math.isfinite(value):
             return None
         result[str(key)] = float(value)
     return result
@@ -95,10 +123,13 @@ def apply_container_resources(params: dict[str, str], container: Manifest) -> No
         if "num-gpus" not in params and is_gpu_like(key) and not is_zero(value):
             params["num-gpus"] = str(ceil_value(value))
         if not accelerator_added and key in _ACCELERATORS and not is_zero(value):
-            quantity = parse_quantity(value)
-            assert quantity is not None  # is_zero said it parses
-            decoded[_ACCELERATORS[key]] = float(quantity)
-            params["resources"] = "'" + go_json_float_map(decoded) + "'"
+            amount = approximate_float(value)
+            assert amount is not None  # is_zero said it parses
+            decoded[_ACCELERATORS[key]] = amount
+            try:
+                params["resources"] = "'" + go_json_float_map(decoded) + "'"
+            except ValueError:
+                return  # KubeRay returns json.Marshal's error: no later key is looked at
             accelerator_added = True
 
 

@@ -110,14 +110,6 @@ def _add_volume(pod_spec: Manifest, volume: Manifest) -> None:
         volumes.append(volume)
 
 
-def _port_param(params: dict[str, str], key: str, default: int) -> int:
-    try:
-        value = int(params[key])
-    except (KeyError, ValueError):
-        return default
-    return value if -(2**31) <= value < 2**31 else default
-
-
 # --- auth, TLS and GCS fault tolerance -----------------------------------------------------
 
 
@@ -250,8 +242,14 @@ def _collector_options(cluster: RayCluster, options: RenderOptions) -> Manifest 
 
 
 def _collector_container(
-    cluster: RayCluster, options: RenderOptions, collector: Manifest, ray: Manifest, *, head: bool
+    cluster: RayCluster,
+    options: RenderOptions,
+    collector: Manifest,
+    pod_spec: Manifest,
+    *,
+    head: bool,
 ) -> Manifest:
+    """`ray-history-collector` (§2.15): fixed env, the user's env, token auth, `ray-logs`."""
     container: Manifest = {
         "name": _COLLECTOR,
         "image": collector.get("image"),
@@ -270,15 +268,22 @@ def _collector_container(
         {"name": "EVENTS_PORT", "value": "8084"},
         {"name": "FQ_RAY_IP", "value": cluster.fqdn(options)},
     ]
-    if cluster.creator != "RayCluster":
-        env.append({"name": "OWNER_KIND", "value": cluster.creator})
-        env.append({"name": "OWNER_NAME", "value": cluster.origin_name})
+    # Each from the RayCluster's own label, when non-empty (KubeRay reads the labels, which
+    # RayJob and RayService set on the clusters they create).
+    for env_name, label in (
+        ("OWNER_KIND", naming.RAY_ORIGIN_CRD),
+        ("OWNER_NAME", naming.RAY_ORIGIN_NAME),
+    ):
+        if cluster.labels.get(label):
+            env.append({"name": env_name, "value": str(cluster.labels[label])})
     user_env = clone(collector.get("env") or [])
     if head and not any(e.get("name") == "RAY_DASHBOARD_ADDRESS" for e in user_env):
         env.append({"name": "RAY_DASHBOARD_ADDRESS", "value": "http://localhost:8265"})
     container["env"] = env + user_env
-    if not _has_mount(container, path="/tmp/ray"):
-        _append_mount(container, {"name": "ray-logs", "mountPath": "/tmp/ray"})
+    # The collector queries the dashboard, so it gets the Ray container's credentials (§2.13),
+    # after the user's env; then BuildPod mounts the shared log volume (§2.10).
+    _apply_token_auth(cluster, pod_spec, container)
+    _append_mount(container, {"name": "ray-logs", "mountPath": "/tmp/ray"})
     return container
 
 
@@ -395,8 +400,8 @@ def _probes(
 ) -> None:
     if not options.probes_injection:
         return
-    agent = _port_param(params, "dashboard-agent-listen-port", DEFAULT_AGENT_PORT)
-    dashboard = _port_param(params, "dashboard-port", DEFAULT_DASHBOARD_PORT)
+    agent = startparams.port_param(params, "dashboard-agent-listen-port", DEFAULT_AGENT_PORT)
+    dashboard = startparams.port_param(params, "dashboard-port", DEFAULT_DASHBOARD_PORT)
     raylet = (
         f"wget --tries 1 -T 2 -q -O- http://localhost:{agent}/api/local_raylet_healthz"
         " | grep success"
@@ -541,7 +546,9 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
         spec["initContainers"] = [_tls_wait_container(ray), *(spec.get("initContainers") or [])]
     collector = _collector_options(cluster, options)
     if collector is not None:
-        spec["containers"].append(_collector_container(cluster, options, collector, ray, head=True))
+        spec["containers"].append(
+            _collector_container(cluster, options, collector, spec, head=True)
+        )
     _finish(cluster, pod, params, options, head=True, collector=collector is not None)
     pod["metadata"].setdefault("annotations", {})[naming.ANN_KUBERAY_VERSION] = (
         options.kuberay_version
@@ -614,7 +621,7 @@ def build_worker_pod_template(
     collector = _collector_options(cluster, options)
     if collector is not None:
         spec["containers"].append(
-            _collector_container(cluster, options, collector, ray, head=False)
+            _collector_container(cluster, options, collector, spec, head=False)
         )
     _finish(cluster, pod, params, options, head=False, collector=collector is not None)
     return pod

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from renderer import naming
-from renderer.build.pods import clone
+from renderer.build import startparams
+from renderer.build.pods import DEFAULT_DASHBOARD_PORT, clone
 from renderer.model import RayCluster
 
 Manifest = dict[str, Any]
@@ -54,7 +55,11 @@ def _restrict(
 
 
 def build_network_policies(cluster: RayCluster, *, job_name: str | None = None) -> list[Manifest]:
-    """The head policy and one policy per worker group; `job_name` adds the submitter rule."""
+    """The head policy and one policy per worker group.
+
+    `job_name` is the RayJob that owns the cluster: in K8sJobMode its submitter Pod may
+    reach the dashboard port (raycluster.md §1.5.3, head ingress rule 2).
+    """
     config = cluster.spec.get("networkPolicy")
     if config is None:
         return []
@@ -66,12 +71,11 @@ def build_network_policies(cluster: RayCluster, *, job_name: str | None = None) 
         {naming.RAY_CLUSTER: cluster.name, naming.RAY_NODE_TYPE: "head"},
     )
     extra: list[Manifest] = []
-    if job_name is not None:
+    # KubeRay lets the submitter in only for a cluster its RayJob labels K8sJobMode: the other
+    # modes have no submitter Pod (SidecarMode runs inside the head, covered by rule 1).
+    if job_name is not None and cluster.labels.get(naming.RAY_JOB_SUBMISSION_MODE) == "K8sJobMode":
         params = cluster.head.get("rayStartParams") or {}
-        try:
-            port = int(params.get("dashboard-port", 8265))
-        except ValueError:
-            port = 8265
+        port = startparams.port_param(params, "dashboard-port", DEFAULT_DASHBOARD_PORT)
         extra.append(
             {
                 "from": [

@@ -56,16 +56,18 @@ _REPLICA_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 _BASE36: Final = string.digits + string.ascii_lowercase
 _DNS1123_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _DNS1123_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# The ASCII characters Go's unicode.IsPunct accepts (Unicode category P). Python's
+# string.punctuation also holds the symbols $ + < = > ^ ` | ~, which KubeRay keeps.
+_GO_PUNCTUATION: Final = frozenset("!\"#%&'()*,-./:;?@[\\]_{}")
 
 
 def check_name(name: str) -> str:
     """KubeRay's CheckName: keep the last 50 characters, then fix a digit or punctuation start."""
     if len(name) > 50:
         name = name[-50:]
-    if name and name[0].isdigit():
+    if name and name[0] in string.digits:
         name = "r" + name[1:]
-    if name and name[0] in string.punctuation:
+    if name and name[0] in _GO_PUNCTUATION:
         name = "r" + name[1:]
     return name
 
@@ -74,7 +76,7 @@ def check_label(value: str) -> str:
     """KubeRay's CheckLabel: keep the last 63 characters, then fix a punctuation start."""
     if len(value) > 63:
         value = value[-63:]
-    if value and value[0] in string.punctuation:
+    if value and value[0] in _GO_PUNCTUATION:
         value = "r" + value[1:]
     return value
 
@@ -165,11 +167,6 @@ def is_dns1123_subdomain(name: str) -> bool:
 def is_dns1123_label(name: str) -> bool:
     """Whether `name` is a DNS-1123 label (63 characters at most)."""
     return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
-
-
-def is_dns1035_label(name: str) -> bool:
-    """Whether `name` is a DNS-1035 label (starts with a letter)."""
-    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))
 
 
 # The intent ConfigMap: the renderer's record, for the syncer, of what git asked for

@@ -56,10 +56,8 @@ class _Loader(yaml.CSafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _position(node: yaml.Node | None, path: JsonPath) -> tuple[int, int]:
+def _position(node: yaml.Node, path: JsonPath) -> tuple[int, int]:
     """The 1-based line and column of `path` below `node` (or of its nearest ancestor)."""
-    if node is None:
-        return (1, 1)
     best = node.start_mark
     for step in path:
         found: yaml.Node | None = None
@@ -91,12 +89,10 @@ class _Locator:
         self._index = index
 
     @functools.cached_property
-    def _root(self) -> yaml.Node | None:
-        try:
-            nodes = list(yaml.compose_all(self._text, Loader=yaml.CSafeLoader))
-        except yaml.YAMLError:
-            return None
-        return nodes[self._index] if self._index < len(nodes) else None
+    def _root(self) -> yaml.Node:
+        # The text loaded without error, so it composes into one node per document.
+        node: yaml.Node = list(yaml.compose_all(self._text, Loader=yaml.CSafeLoader))[self._index]
+        return node
 
     def __call__(self, path: JsonPath) -> tuple[int, int]:
         return _position(self._root, path)
@@ -112,8 +108,13 @@ def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
         message = f"invalid YAML: {exc.problem or exc.context}"
         origin = Origin(name, 1, lambda _path: (line, col))
         return [], [Diagnostic(origin, Problem((), message))]
-    except yaml.YAMLError as exc:
-        return [], [Diagnostic(Origin(name, 1), Problem((), f"invalid YAML: {exc}"))]
+    except yaml.reader.ReaderError as exc:
+        # A character YAML forbids: no mark, only a byte offset into the UTF-8 text.
+        before = text.encode("utf-8", "surrogatepass")[: exc.position].decode("utf-8", "ignore")
+        line, col = before.count("\n") + 1, len(before) - before.rfind("\n")
+        message = f"invalid YAML: {str(exc).splitlines()[0]}"
+        origin = Origin(name, 1, lambda _path: (line, col))
+        return [], [Diagnostic(origin, Problem((), message))]
     documents = [
         Document(data, Origin(name, index + 1, _Locator(text, index)))
         for index, data in enumerate(datas)

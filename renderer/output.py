@@ -25,14 +25,14 @@ _UNSAFE: Final = re.compile(r"[^a-z0-9.-]+")
 
 
 def file_name(obj: Manifest) -> str:
-    """`<kind>_<namespace>_<name>.yaml`, lower-case, safe on every file system."""
+    """`<kind>_<namespace>_<name>.yaml`, lower-case and safe on every file system.
+
+    A cluster-scoped object has an empty namespace part: `<kind>__<name>.yaml`.
+    """
     meta = obj.get("metadata") or {}
-    parts = [
-        str(obj.get("kind", "object")),
-        str(meta.get("namespace") or "_"),
-        str(meta.get("name")),
-    ]
-    return "_".join(_UNSAFE.sub("-", p.lower()) for p in parts) + ".yaml"
+    kind, name = str(obj.get("kind", "object")), str(meta.get("name"))
+    namespace = _UNSAFE.sub("-", str(meta.get("namespace") or "").lower())
+    return f"{_UNSAFE.sub('-', kind.lower())}_{namespace}_{_UNSAFE.sub('-', name.lower())}.yaml"
 
 
 def plan_directory(objects: Sequence[Manifest]) -> dict[str, str]:

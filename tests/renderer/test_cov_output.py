@@ -21,7 +21,7 @@ def obj(kind: str, name: str, namespace: str | None = "ns", api: str = "v1") -> 
 def test_file_names_are_lower_case_and_safe() -> None:
     assert output.file_name(obj("Service", "c-head-svc")) == "service_ns_c-head-svc.yaml"
     # A cluster-scoped object has no namespace part; unsafe characters become `-`.
-    assert output.file_name(obj("ClusterRole", "a:b/c", None)) == "clusterrole_-_a-b-c.yaml"
+    assert output.file_name(obj("ClusterRole", "a:b/c", None)) == "clusterrole__a-b-c.yaml"
 
 
 def test_objects_that_fold_to_one_file_name_get_numbered_files() -> None:

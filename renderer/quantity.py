@@ -14,6 +14,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
+from renderer.gojson import go_float, go_string
+
 _DECIMAL_SUFFIX: Final = {
     "n": -9,
     "u": -6,
@@ -205,25 +207,6 @@ def approximate_float(value: object) -> float | None:
     return base if exponent == 0 else base * _go_pow10(exponent)
 
 
-def go_float(value: float) -> str:
-    """Format a float64 the way Go's encoding/json does (shortest form, `1e-7`, `1e+21`).
-
-    Raises:
-        ValueError: for infinities and NaN, which Go's json.Marshal refuses too.
-    """
-    if math.isinf(value) or math.isnan(value):
-        raise ValueError(f"{value} has no JSON form")
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    if 1e-6 <= abs(value) < 1e21:
-        text = format(Decimal(repr(value)), "f")
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    # Python's repr already has Go's shortest mantissa and a signed exponent ("1e-07",
-    # "1e+21"); Go's encoder then drops one leading zero of a negative exponent.
-    mantissa, _, exponent = repr(value).partition("e")
-    return f"{mantissa}e{exponent[0]}{exponent[1:].lstrip('0')}"
-
-
 def go_json_float_map(values: dict[str, float]) -> str:
     """Go's JSON for a map[string]float64: keys sorted byte-wise, no spaces.
 
@@ -231,31 +214,5 @@ def go_json_float_map(values: dict[str, float]) -> str:
         ValueError: when a value is infinite or NaN (json.Marshal fails in Go).
     """
     items = sorted(values.items(), key=lambda kv: kv[0].encode())
-    inner = ",".join(f"{_go_string(k)}:{go_float(v)}" for k, v in items)
+    inner = ",".join(f"{go_string(k)}:{go_float(v)}" for k, v in items)
     return "{" + inner + "}"
-
-
-# encoding/json's short escapes (Go 1.22 added \b and \f; KubeRay v1.7 builds with Go 1.26).
-_SHORT_ESCAPES: Final = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
-
-
-def _go_string(text: str) -> str:
-    """A JSON string as Go writes it: HTML characters, controls and U+2028/9 escaped."""
-    out = ['"']
-    for ch in text:
-        if ch in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[ch])
-        elif ch in "<>&" or ord(ch) < 0x20 or ch in "\u2028\u2029":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)

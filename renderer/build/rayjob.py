@@ -37,11 +37,9 @@ JSON (sorted keys, no whitespace) that the syncer reads instead of git:
 from __future__ import annotations
 
 import json
-import math
 import re
 import struct
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Final
 
 import yaml
@@ -50,6 +48,7 @@ from renderer import naming, templating
 from renderer.build import cluster as cluster_build
 from renderer.build.pods import clone
 from renderer.errors import JsonPath, Problem
+from renderer.gojson import GoJsonError, go_json
 from renderer.model import RayCluster, document_namespace, parse_raycluster
 from renderer.options import RenderOptions
 from renderer.rules.rayjob import check_rayjob
@@ -140,20 +139,6 @@ _GO_SIMPLE_ESCAPES: Final = {
     '"': '\\"',
     "\\": "\\\\",
 }
-_JSON_ESCAPES: Final = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
-}
 # Masterminds/semver NewVersion, which KubeRay uses for the `--metadata-json` version check.
 _SEMVER: Final = re.compile(
     r"v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?"
@@ -168,10 +153,6 @@ class _Loader(yaml.SafeLoader):
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
-
-
-class GoJsonError(ValueError):
-    """A value Go's encoding/json refuses (NaN or an infinity)."""
 
 
 # --- Go-compatible encodings (rayjob.md §3.1.4 "Encoding rules") ----------------------------
@@ -194,79 +175,6 @@ def go_quote(text: str) -> str:
             out.append(f"\\U{code:08x}")
     out.append('"')
     return "".join(out)
-
-
-def _go_float(value: float) -> str:
-    """Go's encoding/json float64 format: shortest digits, `e` only outside [1e-6, 1e21)."""
-    if math.isnan(value) or math.isinf(value):
-        raise GoJsonError(f"json: unsupported value: {value}")
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    magnitude = abs(value)
-    text = repr(value)
-    if magnitude < 1e-6 or magnitude >= 1e21:
-        # Both write two exponent digits at least; Go then shortens `e-0d` to `e-d`.
-        mantissa, _, exponent = text.partition("e")
-        sign, digits = exponent[0], exponent[1:]
-        if sign == "-" and digits.startswith("0"):
-            digits = digits[1:]
-        return f"{mantissa}e{sign}{digits}"
-    if value == int(value):
-        return str(int(value))
-    # Python's repr uses an exponent below 1e-4 and from 1e16, Go's fixed form does not.
-    return format(Decimal(text), "f")
-
-
-def _go_string(text: str) -> str:
-    out = ['"']
-    for char in text:
-        if char in _JSON_ESCAPES:
-            out.append(_JSON_ESCAPES[char])
-        elif ord(char) < 0x20:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
-def _json_key(key: Any) -> str:
-    # sigs.k8s.io/yaml turns non-string keys into strings before encoding.
-    if key is None:
-        return "null"
-    if key is True:
-        return "true"
-    if key is False:
-        return "false"
-    if isinstance(key, float):
-        return _go_float(key)
-    return str(key)
-
-
-def go_json(value: Any) -> str:
-    """Go's `encoding/json.Marshal` of decoded YAML: sorted keys, compact, HTML-escaped.
-
-    Raises:
-        GoJsonError: for NaN, infinities and YAML-only types (sets, binary), which Go refuses.
-    """
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _go_float(value)
-    if isinstance(value, str):
-        return _go_string(value)
-    if isinstance(value, dict):
-        items = sorted((_json_key(k), v) for k, v in value.items())
-        return "{" + ",".join(f"{_go_string(k)}:{go_json(v)}" for k, v in items) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(go_json(v) for v in value) + "]"
-    raise GoJsonError(f"json: unsupported type: {type(value).__name__}")
 
 
 def go_float32(value: float) -> str:

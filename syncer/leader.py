@@ -14,19 +14,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from syncer.errors import ConflictError, NotLeaderError, SyncerError
 from syncer.kube import LEASES, Kube, Resource, WatchEvent
+from syncer.kubetime import micro_time
 
 Manifest = dict[str, Any]
 _LOG = logging.getLogger(__name__)
-
-
-def micro_time(seconds: float) -> str:
-    """A Kubernetes MicroTime (RFC 3339 with microseconds, UTC)."""
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

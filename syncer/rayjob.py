@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from syncer.intent import JobIntent
+from syncer.kubetime import format_time, parse_time
 
 Manifest = dict[str, Any]
 
@@ -52,23 +53,6 @@ POLICY_RANK: Final = {"DeleteSelf": 3, "DeleteCluster": 2, "DeleteWorkers": 1, "
 
 def _with_scheme(url: str) -> str:
     return f"http://{url}" if url and "://" not in url else url
-
-
-def format_time(seconds: float | None) -> str | None:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> float | None:
-    """The inverse of `format_time` (None for anything else)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 def _go_time(seconds: float) -> str:

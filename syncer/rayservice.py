@@ -15,7 +15,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from renderer import naming
@@ -23,6 +22,7 @@ from renderer.build import rayservice as rendered
 from renderer.rules import rayservice as rules
 from syncer.dashboard import ServeDetails
 from syncer.intent import IntentError
+from syncer.kubetime import format_time, parse_time
 
 Manifest = dict[str, Any]
 
@@ -100,23 +100,6 @@ _SUSPENDED_TRUE: Final = (
     "All owned resources have been deleted.",
 )
 _SUSPEND_UPGRADE: Final = (UPGRADE, "False", "SuspendInProgress", "No upgrade in progress.")
-
-
-def format_time(seconds: float | None) -> str | None:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`."""
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> float | None:
-    """The inverse of `format_time` (None for anything else)."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return None
 
 
 # --- the intent ------------------------------------------------------------------------------

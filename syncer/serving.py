@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from renderer import naming
 from renderer.build import rayservice as rendered
-from syncer import metrics, rayservice, views
+from syncer import kubetime, metrics, rayservice, views
 from syncer.errors import (
     ConflictError,
     NotLeaderError,
@@ -527,7 +527,7 @@ class ServingController:
     ) -> None:
         """Record a Kubernetes Event on the intent ConfigMap (best effort)."""
         now = self.syncer.clock()
-        stamp = rayservice.format_time(now)
+        stamp = kubetime.format_time(now)
         meta = _meta(intent_cm)
         body = {
             "apiVersion": "v1",

@@ -581,7 +581,10 @@ def test_a_failed_serve_deploy_is_reported_and_retried(rig: Rig) -> None:
     rig.gitops.sync(objects)
     rig.start_syncer()
     wait(lambda: "FailedToUpdateServeApplications" in rig.record().error, "the error in the status")
-    assert any(e["reason"] == "FailedToUpdateServeApplications" for e in rig.events())
+    wait(
+        lambda: any(e["reason"] == "FailedToUpdateServeApplications" for e in rig.events()),
+        "the Event",  # recorded after the status, in the same pass
+    )
     rows = serving.status_rows(status_cm(rig))
     assert "1 validation error" in rows[0]["error"]
     # Permanent errors are retried after 30 s; a new pass (any event) tries again at once.

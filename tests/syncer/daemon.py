@@ -15,11 +15,13 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +218,24 @@ class Daemon:
                 )
             if time.monotonic() > deadline:
                 raise AssertionError(f"daemon {self.identity} did not start:\n{self.log_text()}")
+            time.sleep(0.05)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until `/readyz` answers 200 (every informer has listed once)."""
+        started = self.wait_started(timeout)
+        found = re.search(r"health_port=(\d+)", str(started["message"]))
+        assert found is not None, started
+        url = f"http://127.0.0.1:{found.group(1)}/readyz"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OSError), opener.open(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
+            if not self.alive() or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"daemon {self.identity} not ready:\n{self.log_text()[-4000:]}"
+                )
             time.sleep(0.05)
 
     def submissions(self) -> list[Manifest]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -49,6 +50,7 @@ metadata:
 spec:
   entrypoint: {entrypoint}
   submissionMode: {mode}
+{extra}
   rayClusterSpec:
     rayVersion: "2.52.0"
     headGroupSpec:
@@ -70,8 +72,16 @@ spec:
 _ORDER = ("Initializing", "Running", "Complete", "Failed")
 
 
-def job_manifest(name: str, *, mode: str, entrypoint: str = 'python -c "print(1)"') -> str:
-    return JOB.format(name=name, mode=mode, entrypoint=json.dumps(entrypoint))
+def job_manifest(
+    name: str,
+    *,
+    mode: str,
+    entrypoint: str = 'python -c "print(1)"',
+    spec: dict[str, object] | None = None,
+) -> str:
+    """A RayJob with one worker; `spec` adds top-level spec fields (JSON-encoded values)."""
+    extra = "\n".join(f"  {key}: {json.dumps(value)}" for key, value in (spec or {}).items())
+    return JOB.format(name=name, mode=mode, entrypoint=json.dumps(entrypoint), extra=extra)
 
 
 def status_of(kube: KubeClient, namespace: str, name: str) -> Manifest:
@@ -147,9 +157,9 @@ class Rig:
     controllers: Controllers
     syncers: list[Syncer] = field(default_factory=list)
 
-    def deploy(self, name: str, mode: str) -> Manifest:
+    def deploy(self, name: str, mode: str, **spec: object) -> Manifest:
         """Render and apply a RayJob; returns its intent's derived names."""
-        objects = render(job_manifest(name, mode=mode), self.namespace)
+        objects = render(job_manifest(name, mode=mode, spec=spec), self.namespace)
         apply(self.kube, objects, self.namespace)
         intent = next(o for o in objects if o["metadata"]["name"].endswith("-kuberay-intent"))
         derived: Manifest = json.loads(intent["data"][naming.INTENT_KEY])["derived"]
@@ -422,6 +432,27 @@ def _phase(rig: Rig, name: str) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="after DeadlineExceeded the syncer stops polling; a Ray job that the still-running "
+    "(ungated) submitter submits late is never stopped",
+)
+def test_deadline_before_a_slow_submitter_submits_still_stops_the_late_ray_job(rig: Rig) -> None:
+    derived = rig.deploy("late", "K8sJobMode", activeDeadlineSeconds=1)
+    submission = derived["submissionId"]
+    rig.dashboard.plan_job(submission, JobPlan(pending_s=0.1, running_s=None))
+    rig.start_syncer()
+    # The submitter pod is ungated and slow: the deadline passes before it submits.
+    failed = rig.wait_status("late", "Failed")
+    assert failed["reason"] == "DeadlineExceeded"
+    rig.dashboard.submit_job(submission, "python -c 'import time; time.sleep(600)'")
+    wait_until(
+        lambda: _ray_status(rig.dashboard, submission) == "STOPPED",
+        timeout=3,  # polls every 0.2 s; the fake stops a job 1.2 s after the request
+        what="the late Ray job stopped",
+    )
+
+
 class Partition:
     """A `Kube` whose calls fail while `cut` is set: a replica whose lease renewals do not
     get through (a long pause, a partition), while its engine can still reach the API."""
@@ -681,12 +712,8 @@ def daemon_rig(
             daemon.stop()
 
 
-def test_daemon_stops_promptly_on_sigterm_during_an_api_outage(
-    kube_api: KubeApi, tmp_path: Path
-) -> None:
-    server = kube_api.fake
-    kube = KubeClient(kube_api.api_client, user_agent="test")
-    daemon = Daemon.start(
+def _lone_daemon(kube_api: KubeApi, tmp_path: Path) -> Daemon:
+    return Daemon.start(
         identity="syncer-x",
         kubeconfig=kube_api.kubeconfig,
         config=write_config(tmp_path / "syncer.yaml", kube_api.namespace),
@@ -694,8 +721,16 @@ def test_daemon_stops_promptly_on_sigterm_during_an_api_outage(
         dashboard_url=None,
         workdir=tmp_path,
     )
+
+
+def test_daemon_stops_promptly_on_sigterm_during_an_api_outage(
+    kube_api: KubeApi, tmp_path: Path
+) -> None:
+    server = kube_api.fake
+    kube = KubeClient(kube_api.api_client, user_agent="test")
+    daemon = _lone_daemon(kube_api, tmp_path)
     try:
-        daemon.wait_started()
+        daemon.wait_ready()
         wait_until(
             lambda: (
                 (lease := kube.get(LEASES, kube_api.namespace, "kuberay-syncer"))
@@ -708,13 +743,32 @@ def test_daemon_stops_promptly_on_sigterm_during_an_api_outage(
         code = daemon.terminate(timeout=30)
         stopped_in = time.monotonic() - began
     finally:
-        daemon.stop()
+        daemon.kill()
         server.faults.end_outage()
     assert code == 0, daemon.log_text()[-3000:]
     assert stopped_in < 10, stopped_in
     messages = [str(r.get("message")) for r in daemon.log()]
     assert any(m.startswith("lease release failed") for m in messages), messages
     assert messages[-1] == "stopped"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="serve() blocks in Syncer.start() -> start_informers(timeout=60) without looking "
+    "at the stop event: a SIGTERM before the caches sync is honoured only after ~60 s",
+    raises=subprocess.TimeoutExpired,
+)
+def test_daemon_stops_promptly_on_sigterm_before_its_caches_sync(
+    kube_api: KubeApi, tmp_path: Path
+) -> None:
+    kube_api.fake.faults.start_outage("refused")  # the API is down from the start
+    daemon = _lone_daemon(kube_api, tmp_path)
+    try:
+        daemon.wait_started()
+        assert daemon.terminate(timeout=4) == 0
+    finally:
+        daemon.kill()
+    assert [str(r.get("message")) for r in daemon.log()][-1] == "stopped"
 
 
 def _deploy_http_job(rig: DaemonRig, name: str, seconds: float) -> str:

@@ -11,7 +11,7 @@ import os
 import pytest
 from hypothesis import settings
 
-pytest_plugins = ["tests.fakeapi.fixtures"]
+pytest_plugins = ["tests.fakeapi.fixtures", "tests.e2e.fixtures"]
 
 
 # CI runs the property tests on a fixed set of examples, so a red build is reproducible;

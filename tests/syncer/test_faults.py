@@ -31,7 +31,7 @@ from syncer.kube import CONFIGMAPS, EVENTS, LEASES, PODS, Kube, KubeClient, Reso
 from syncer.leader import GuardedKube, LeaderElector
 from syncer.loop import Options, Syncer
 from syncer.rayjob import Settings
-from tests.e2e.rayhead import RayHead, RayHeadError
+from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.faults import AuditRecord
 from tests.fakeapi.fixtures import KubeApi
@@ -626,18 +626,6 @@ def _assert_holder(rig: Rig, identity: str) -> None:
 
 
 # --- the daemon as a process, against a real Ray head ------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ray_head() -> Iterator[RayHead]:
-    """A Ray head for this module's daemons (tests/e2e's session head is not visible here)."""
-    head = RayHead()
-    try:
-        head.start()
-    except RayHeadError as exc:
-        pytest.fail(f"could not start the Ray head: {exc}", pytrace=False)
-    yield head
-    head.stop()
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Fixtures for end-to-end tests: one real, loopback-only Ray head per test session."""
+"""The real Ray head fixture (a pytest plugin, loaded by tests/conftest.py): one loopback-only
+Ray head per test session, shared by tests/e2e and the syncer fault tests."""
 
 from __future__ import annotations
 

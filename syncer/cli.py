@@ -249,9 +249,9 @@ def serve(
         served.port,
     )
     publisher = _MetricsPublisher(engine, leader)
-    engine.start()
-    while not stop.wait(5.0):
-        publisher.publish()
+    if engine.start(stop):
+        while not stop.wait(5.0):
+            publisher.publish()
     engine.stop()
     if election_thread is not None:
         election_thread.join(10.0)  # leader.run releases the Lease on its way out

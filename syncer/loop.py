@@ -10,8 +10,10 @@ clusters with work in flight, with one list call per cluster, under a request bu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import random
 import threading
 import time
 from collections import Counter
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
-from syncer import rayjob, views
+from syncer import kubetime, rayjob, views
 from syncer.dashboard import Dashboard
 from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
 from syncer.informer import Informer
@@ -36,6 +38,16 @@ STATUS_KEY: Final = "status.json"
 ROLE_STATUS: Final = "status"
 SYNCER_MANAGER: Final = "kuberay-syncer"
 STATUS_ANNOTATION_PREFIX: Final = "status.kuberay.io/"
+_PRUNE_EVERY: Final = 1024  # dashboard answers stored between sweeps of stale ones
+# Polls of running jobs use at most this share of the dashboard budget; the rest is kept
+# for passes that watch events trigger (a submitter that ended), so those never wait for
+# a poll backlog to drain.
+POLL_SHARE: Final = 0.5
+BUDGET_BURST_S: Final = 0.05  # the dashboard budget's token bucket holds this many seconds
+# A pod or Job event waits this long before its pass, so the events of one change (the
+# submitter pod ends, then its Job completes) make one pass, one status write and one
+# dashboard request rather than two of each.
+EVENT_BATCH_S: Final = 0.05
 
 
 @dataclass(slots=True)
@@ -54,12 +66,17 @@ class Options:
 
 
 class RateLimiter:
-    """A token bucket: at most `rate` acquisitions per second, bursts up to one second's."""
+    """A token bucket: at most `rate` acquisitions per second, bursts up to `burst_s` seconds'
+    worth (at least one).
+    """
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate: float, clock: Callable[[], float] = time.monotonic, *, burst_s: float = 1.0
+    ) -> None:
         self._rate = max(rate, 0.001)
         self._clock = clock
-        self._tokens = self._rate
+        self._capacity = max(1.0, self._rate * burst_s)
+        self._tokens = self._capacity
         self._stamp = clock()
         self._lock = threading.Lock()
 
@@ -67,7 +84,7 @@ class RateLimiter:
         """Take one token, sleeping until there is one; returns the time waited."""
         with self._lock:
             now = self._clock()
-            self._tokens = min(self._rate, self._tokens + (now - self._stamp) * self._rate)
+            self._tokens = min(self._capacity, self._tokens + (now - self._stamp) * self._rate)
             self._stamp = now
             self._tokens -= 1
             wait = -self._tokens / self._rate if self._tokens < 0 else 0.0
@@ -90,10 +107,12 @@ class DashboardPool:
         self._factory = factory
         self._dashboards: dict[str, Dashboard] = {}
         self._facts: dict[str, tuple[float, rayjob.RayFacts]] = {}
-        self._limiter = RateLimiter(budget_rps, clock)
+        # A small burst, so that no second sees more than about the budget.
+        self._limiter = RateLimiter(budget_rps, clock, burst_s=BUDGET_BURST_S)
         self._max_age = max_age_s
         self._clock = clock
         self._lock = threading.Lock()
+        self._stores = 0
         self.requests: Counter[str] = Counter()
 
     def get(self, url: str) -> Dashboard:
@@ -111,13 +130,30 @@ class DashboardPool:
             self.requests[name] += 1
         return fn(self.get(url))
 
-    def facts(self, url: str, *, fresh: bool = False) -> rayjob.RayFacts:
-        """The cluster's job list (shared between the jobs of one cluster)."""
+    def now(self) -> float:
+        """The pool's clock (what `facts(since=...)` compares with)."""
+        return self._clock()
+
+    def facts(
+        self, url: str, *, fresh: bool = False, since: float | None = None
+    ) -> rayjob.RayFacts:
+        """The cluster's job list (shared between the jobs of one cluster).
+
+        A cached answer is reused only while younger than `max_age_s` and, with `since`,
+        only if it was asked for at or after that moment (so a watch event is never
+        answered with what the dashboard said before it).
+        """
         now = self._clock()
         with self._lock:
             cached = self._facts.get(url)
-        if cached is not None and not fresh and now - cached[0] < self._max_age:
+        if (
+            cached is not None
+            and not fresh
+            and now - cached[0] < self._max_age
+            and (since is None or cached[0] >= since)
+        ):
             return cached[1]
+        asked = self._clock()
         try:
             jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
             facts = rayjob.RayFacts(
@@ -127,13 +163,62 @@ class DashboardPool:
         except SyncerError as exc:
             facts = rayjob.RayFacts(reachable=False, error=str(exc))
         with self._lock:
-            self._facts[url] = (self._clock(), facts)
+            current = self._facts.get(url)
+            if current is None or current[0] <= asked:
+                self._facts[url] = (asked, facts)
+            self._stores += 1
+            if self._stores >= _PRUNE_EVERY:
+                # Answers older than max_age are never served: drop them so the cache holds
+                # only clusters asked recently, not every cluster ever seen.
+                self._stores = 0
+                horizon = self._clock() - self._max_age
+                for key in [k for k, (stamp, _) in self._facts.items() if stamp < horizon]:
+                    del self._facts[key]
         return facts
 
     def forget(self, url: str) -> None:
         """Drop the cached answer of one cluster (after submitting or stopping there)."""
         with self._lock:
             self._facts.pop(url, None)
+
+
+def slim_configmap(cm: Manifest) -> Manifest:
+    """An intent or status ConfigMap as cached: identity, labels, annotations and data.
+
+    Drops `managedFields` and other server bookkeeping, which would double what ten
+    thousand jobs' maps cost in memory.
+    """
+    meta = cm.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {k: meta[k] for k in _CONFIGMAP_META if k in meta},
+        "data": cm.get("data") or {},
+    }
+
+
+_CONFIGMAP_META: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "deletionTimestamp",
+)
+
+
+def _cluster_of(pod: Manifest) -> list[tuple[str, str]]:
+    """The pod's (namespace, Ray cluster), if it has one (index values)."""
+    cluster = _label(pod, naming.RAY_CLUSTER)
+    return [(_ns(pod), cluster)] if cluster else []
+
+
+def _job_of(pod: Manifest) -> list[tuple[str, str]]:
+    """The pod's (namespace, batch Job name), if it has one (index values)."""
+    job = _label(pod, views.JOB_NAME_LABELS[0]) or _label(pod, views.JOB_NAME_LABELS[1])
+    return [(_ns(pod), job)] if job else []
 
 
 def _label(obj: Manifest, key: str) -> str:
@@ -171,6 +256,12 @@ class Syncer:
         self.states: dict[JobKey, str] = {}
         self.reconcile_seconds: list[float] = []
         self._lock = threading.Lock()
+        # How many `states` are Running (kept as they change: the poll spread needs it on
+        # every pass, and counting 10,000 states each time would cost more than the pass).
+        self._running = 0
+        # When each key last had a watch event, on the dashboard pool's clock.
+        self._event_at: dict[JobKey, float] = {}
+        self._jitter = random.Random()
         self._reconcilers: dict[str, Callable[[JobKey], float | None]] = {"RayJob": self.reconcile}
         # Status annotations last written on Jobs (their projection drops annotations).
         self._anchor_cache: dict[tuple[str, str], dict[str, str]] = {}
@@ -180,24 +271,30 @@ class Syncer:
         self.statuses: list[Informer] = []
         self.pods: list[Informer] = []
         self.jobs: list[Informer] = []
+        # Caches other reconcilers add (RayService: serve configs, routes, gateways).
+        self.extra: list[Informer] = []
         selector = options.label_selector
         for namespace in options.namespaces:
             intents = Informer(
-                kube, CONFIGMAPS, namespace,
+                kube,
+                CONFIGMAPS,
+                namespace,
                 label_selector=f"{selector},{naming.ROLE}={naming.ROLE_INTENT}",
+                project=slim_configmap,
             )
             intents.add_index("selects", self._intent_selects)
             intents.add_handler(self._on_intent)
             statuses = Informer(
-                kube, CONFIGMAPS, namespace, label_selector=f"{naming.ROLE}={ROLE_STATUS}"
+                kube,
+                CONFIGMAPS,
+                namespace,
+                label_selector=f"{naming.ROLE}={ROLE_STATUS}",
+                project=slim_configmap,
             )
             statuses.add_handler(self._on_status)
             pods = Informer(kube, PODS, namespace, label_selector=selector, project=views.project_pod)
-            pods.add_index("cluster", lambda p: [(_ns(p), _label(p, naming.RAY_CLUSTER))])
-            pods.add_index(
-                "jobname",
-                lambda p: [(_ns(p), _label(p, views.JOB_NAME_LABELS[0]) or _label(p, views.JOB_NAME_LABELS[1]))],
-            )
+            pods.add_index("cluster", _cluster_of)
+            pods.add_index("jobname", _job_of)
             pods.add_handler(self._on_owned)
             jobs = Informer(kube, JOBS, namespace, label_selector=selector, project=views.project_job)
             jobs.add_handler(self._on_owned)
@@ -220,9 +317,21 @@ class Syncer:
         """Hand keys of another origin kind (e.g. RayService) to `reconcile`."""
         self._reconcilers[kind] = reconcile
 
-    def _enqueue(self, kind: str, namespace: str, name: str) -> None:
+    def _enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
         if name and kind in self._reconcilers:
-            self.queue.add((kind, namespace, name))
+            key: JobKey = (kind, namespace, name)
+            stamp = self.dashboards.now()
+            with self._lock:
+                self._event_at[key] = stamp
+            if batch:
+                self.queue.add_after(key, EVENT_BATCH_S, urgent=True)
+            else:
+                self.queue.add(key)
+
+    def event_time(self, key: JobKey) -> float | None:
+        """When `key` last had a watch event (the dashboard pool's clock), if ever."""
+        with self._lock:
+            return self._event_at.get(key)
 
     def _on_intent(self, event: str, cm: Manifest) -> None:
         self._enqueue(_label(cm, naming.ORIGIN_KIND), _ns(cm), _label(cm, naming.ORIGIN_NAME))
@@ -233,12 +342,14 @@ class Syncer:
 
     def _on_owned(self, event: str, obj: Manifest) -> None:
         namespace = _ns(obj)
-        self._enqueue(_label(obj, naming.ORIGIN_KIND), namespace, _label(obj, naming.ORIGIN_NAME))
+        origin = _label(obj, naming.ORIGIN_KIND)
+        batch = event != "ADDED"  # changes are batched; a new object (or a list) is not
+        self._enqueue(origin, namespace, _label(obj, naming.ORIGIN_NAME), batch=batch)
         cluster = _label(obj, naming.RAY_CLUSTER)
         if cluster:
             for informer in self.intents:
                 for cm in informer.by_index("selects", (namespace, cluster)):
-                    self._enqueue("RayJob", namespace, _label(cm, naming.ORIGIN_NAME))
+                    self._enqueue("RayJob", namespace, _label(cm, naming.ORIGIN_NAME), batch=batch)
 
     # --- lookups ---------------------------------------------------------------------------
 
@@ -267,8 +378,15 @@ class Syncer:
 
     # --- one RayJob ------------------------------------------------------------------------
 
-    def observe(self, intent: JobIntent, record: rayjob.Record | None) -> rayjob.Observation:
-        """Collect the state machine's inputs from the caches (and the dashboard if needed)."""
+    def observe(
+        self, intent: JobIntent, record: rayjob.Record | None, *, since: float | None = None
+    ) -> rayjob.Observation:
+        """Collect the state machine's inputs from the caches (and the dashboard if needed).
+
+        `since` (the dashboard pool's clock, normally the job's last watch event): a cached
+        dashboard answer asked for before it is not used, so what the event signals (a
+        submitter that ended) is matched with what Ray said after it.
+        """
         ns = intent.namespace
         sidecar = intent.submitter_container if intent.mode == "SidecarMode" else None
         pods = [
@@ -287,7 +405,7 @@ class Syncer:
         observation = rayjob.Observation(intent, record, tuple(pods), submitter, None, self.clock())
         ready = rayjob.cluster_counts(observation)[0]
         if rayjob.needs_dashboard(intent, record, ready) and intent.dashboard_url:
-            facts = self.dashboards.facts(intent.dashboard_url)
+            facts = self.dashboards.facts(intent.dashboard_url, since=since)
             observation = rayjob.Observation(
                 intent, record, tuple(pods), submitter, facts, observation.now
             )
@@ -299,7 +417,8 @@ class Syncer:
         intent_cm = self._find(self.intents, ns, naming.intent_configmap_name(name))
         if intent_cm is None:
             with self._lock:
-                self.states.pop(key, None)
+                self._set_state_locked(key, None)
+                self._event_at.pop(key, None)
             return None
         try:
             intent = parse_job_intent(intent_cm)
@@ -308,30 +427,65 @@ class Syncer:
             return None
         status_cm = self._find(self.statuses, ns, naming.status_configmap_name(name))
         record = self._read_record(status_cm)
-        observation = self.observe(intent, record)
-        decision = rayjob.decide(observation, self.options.settings)
+        observation = self.observe(intent, record, since=self.event_time(key))
+        settings = self.settings()
+        decision = rayjob.decide(observation, settings)
+        # Events only once the status they announce is published: a pass that fails to publish
+        # (a conflict) is repeated, and must not record its Events twice.
         for action in decision.actions:
-            self._act(intent, action)
+            if not isinstance(action, rayjob.Event):
+                self._act(intent, action)
         if record is None or decision.record != record:
             self._publish(intent, status_cm, decision.record)
+        for action in decision.actions:
+            if isinstance(action, rayjob.Event):
+                self._act(intent, action)
         before = record.job_deployment_status if record is not None else ""
         after = decision.record.job_deployment_status
         with self._lock:
-            self.states[key] = after
+            self._set_state_locked(key, after)
             if before != after:
                 self.transitions[(before, after)] += 1
-        return self._next_look(decision)
+        return self._next_look(decision, settings.poll_interval_s)
 
-    def _next_look(self, decision: rayjob.Decision) -> float | None:
+    def _set_state_locked(self, key: JobKey, state: str | None) -> None:
+        """Set (None: drop) one key's state, keeping the Running count."""
+        old = self.states.pop(key, None) if state is None else self.states.get(key)
+        if state is not None:
+            self.states[key] = state
+        self._running += (state == rayjob.RUNNING) - (old == rayjob.RUNNING)
+
+    def poll_interval(self) -> float:
+        """Seconds between dashboard polls of one running job: the configured interval, or
+        longer when that many jobs polled so often would spend more than `POLL_SHARE` of
+        the dashboard budget.
+        """
+        with self._lock:
+            running = self._running
+        spread = running / max(self.options.dashboard_budget_rps * POLL_SHARE, 0.001)
+        return max(self.options.poll_interval_s, spread)
+
+    def settings(self) -> rayjob.Settings:
+        """The state machine's timers for one pass, polling at `poll_interval()`.
+
+        Only the poll changes: deadlines, TTLs and the submitter timeout keep their own
+        wake-ups. When the budget stretches the interval, each pass draws it within
+        ±20 %, so jobs that started together do not stay in step and poll in bursts.
+        """
+        interval = self.poll_interval()
+        if interval > self.options.poll_interval_s:
+            interval *= self._jitter.uniform(0.8, 1.2)
+        settings = self.options.settings
+        if settings.poll_interval_s != interval:
+            settings = dataclasses.replace(settings, poll_interval_s=interval)
+        return settings
+
+    @staticmethod
+    def _next_look(decision: rayjob.Decision, poll_s: float) -> float | None:
         wake = decision.wake_after
-        if decision.record.job_deployment_status == rayjob.RUNNING:
-            # Poll running jobs no faster than the dashboard budget allows.
-            with self._lock:
-                running = sum(1 for s in self.states.values() if s == rayjob.RUNNING)
-            spread = running / max(self.options.dashboard_budget_rps, 0.001)
-            floor = max(self.options.poll_interval_s, spread)
-            wake = floor if wake is None else max(min(wake, floor), 0.0)
-        return wake
+        if wake is None and decision.record.job_deployment_status == rayjob.RUNNING:
+            wake = poll_s  # a running job is always polled
+        return None if wake is None else max(wake, 0.0)
 
     @staticmethod
     def _read_record(status_cm: Manifest | None) -> rayjob.Record | None:
@@ -370,15 +524,14 @@ class Syncer:
             self.dashboards.forget(intent.dashboard_url)
             self.stats["submissions"] += 1
         elif isinstance(action, rayjob.StopJob):
+            url = action.dashboard_url or intent.dashboard_url
             try:
-                self.dashboards.call(
-                    "stop_job", intent.dashboard_url, lambda d: d.stop_job(action.submission_id)
-                )
+                self.dashboards.call("stop_job", url, lambda d: d.stop_job(action.submission_id))
             except NotFoundError:
                 pass
             except SyncerError as exc:
                 _LOG.warning("stopping a Ray job failed job=%s error=%s", action.submission_id, exc)
-            self.dashboards.forget(intent.dashboard_url)
+            self.dashboards.forget(url)
         elif isinstance(action, rayjob.Shutdown):
             for pod_name in action.pods:
                 self._release_pod(ns, pod_name)
@@ -451,7 +604,7 @@ class Syncer:
         anchor = self._anchor(intent)
         kind, name = (anchor[0], anchor[1]) if anchor else ("ConfigMap", naming.intent_configmap_name(intent.name))
         now = self.clock()
-        stamp = rayjob.format_time(now)
+        stamp = kubetime.format_time(now)
         body = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -558,9 +711,18 @@ class Syncer:
 
     # --- running ---------------------------------------------------------------------------
 
+    def snapshot(self) -> tuple[dict[JobKey, str], dict[tuple[str, str], int]]:
+        """Copies of the tracked states and transition counts (for metrics)."""
+        with self._lock:
+            return dict(self.states), dict(self.transitions)
+
     def informers(self) -> list[Informer]:
         """Every informer, intents last (their events find the other caches filled)."""
-        return [*self.statuses, *self.pods, *self.jobs, *self.intents]
+        return [*self.statuses, *self.pods, *self.jobs, *self.extra, *self.intents]
+
+    def add_informers(self, informers: Iterable[Informer]) -> None:
+        """Caches of another reconciler, started and stopped with the engine's."""
+        self.extra.extend(informers)
 
     def start_informers(self, timeout: float = 60.0) -> bool:
         """Start every informer and wait for the first lists."""
@@ -623,9 +785,18 @@ class Syncer:
         while not self._stop.wait(self.options.idle_resync_s):
             self.enqueue_all()
 
-    def start(self) -> None:
-        """Start informers, workers and the periodic resync (returns at once)."""
-        self.start_informers()
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Start informers, then (once every cache has its first list) workers and the resync.
+
+        Waits for the caches, in short slices so that `stop` ends the wait at once; returns
+        False, with no worker started, when `stop` was set first. Workers never reconcile
+        from caches that have not been filled.
+        """
+        for informer in self.informers():
+            informer.start()
+        while not all(informer.wait_synced(0.2) for informer in self.informers()):
+            if (stop is not None and stop.is_set()) or self._stop.is_set():
+                return False
         self.enqueue_all()
         for index in range(self.options.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
@@ -634,6 +805,7 @@ class Syncer:
         resync = threading.Thread(target=self._resync, name="resync", daemon=True)
         resync.start()
         self._threads.append(resync)
+        return True
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop workers and informers."""
@@ -646,6 +818,6 @@ class Syncer:
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set."""
-        self.start()
-        stop.wait()
+        if self.start(stop):
+            stop.wait()
         self.stop()

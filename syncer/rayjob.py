@@ -95,6 +95,9 @@ class Record:
     available_workers: int = 0
     cleanup: tuple[str, ...] = ()
     ungated: bool = False
+    # A submission that may still start after the job failed on a deadline (a slow
+    # submitter): the syncer keeps watching for it and stops it (DESIGN §3).
+    stop_pending: str | None = None
 
     def to_status(self) -> Manifest:
         """KubeRay's `RayJob.status` field names and forms (empty values omitted)."""
@@ -138,6 +141,7 @@ class Record:
                 "attempt": self.attempt,
                 "cleanup": list(self.cleanup),
                 "ungated": self.ungated,
+                "stopPending": self.stop_pending,
                 # Exact times: the status' RFC 3339 strings drop fractions.
                 "startTime": self.start_time,
                 "endTime": self.end_time,
@@ -182,6 +186,7 @@ class Record:
             available_workers=int(cluster.get("availableWorkerReplicas") or 0),
             cleanup=tuple(own.get("cleanup") or ()),
             ungated=bool(own.get("ungated")),
+            stop_pending=own.get("stopPending"),
         )
 
 
@@ -538,6 +543,7 @@ def _running(p: _Pass) -> None:
     if passed:
         if rec.job_id and rec.job_status not in TERMINAL_RAY:
             p.actions.append(StopJob(rec.job_id))
+            p.update(stop_pending=rec.job_id)
         p.fail(
             DEADLINE,
             f"The RayJob has passed the activeDeadlineSeconds. StartTime: "
@@ -682,6 +688,32 @@ def _after_failure(p: _Pass, before: str) -> None:
     )
 
 
+def _late_stop(p: _Pass) -> None:
+    """Stop a submission that starts after the job already failed on its deadline."""
+    obs, rec = p.obs, p.record
+    if not rec.stop_pending:
+        return
+    ray = obs.ray
+    if ray is None or not ray.reachable:
+        p.wake_in(p.settings.poll_interval_s)
+        return
+    info = ray.jobs.get(rec.stop_pending)
+    submitter = obs.submitter
+    head = _sidecar(obs) if obs.intent.mode == "SidecarMode" else None
+    submitter_done = (
+        (submitter is None or submitter.failed or submitter.complete)
+        if obs.intent.mode != "SidecarMode"
+        else head is None or head.sidecar_exit_code is not None
+    )
+    if info is not None and str(info.get("status") or "") not in TERMINAL_RAY:
+        p.actions.append(StopJob(rec.stop_pending))
+        p.wake_in(p.settings.poll_interval_s)
+    elif info is not None or submitter_done:
+        p.update(stop_pending=None)  # stopped, ended, or never submitted
+    else:
+        p.wake_in(p.settings.poll_interval_s)
+
+
 # --- cleanup (rayjob.md §5) --------------------------------------------------------------------
 
 
@@ -748,6 +780,8 @@ def needs_dashboard(intent: JobIntent, record: Record | None, cluster_ready: boo
     """Whether this pass should ask the cluster's dashboard (one list call per cluster)."""
     if record is None or record.run_id != intent.run_id:
         return False
+    if record.stop_pending:
+        return True
     if record.job_deployment_status == INITIALIZING:
         return cluster_ready
     return record.job_deployment_status == RUNNING
@@ -807,5 +841,6 @@ def decide(obs: Observation, settings: Settings | None = None) -> Decision:
         if (p.record.job_deployment_status, p.record.attempt) == (state, attempt):
             break
     if p.record.job_deployment_status in FINISHED:
+        _late_stop(p)
         _cleanup(p)
     return Decision(p.record, tuple(dict.fromkeys(p.actions)), p.wake)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import threading
 import time
 import uuid
@@ -384,11 +383,6 @@ def test_status_write_conflicts_are_retried_and_the_end_is_written_once(rig: Rig
     assert [s["jobDeploymentStatus"] for s in history] == ["Complete"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Syncer.reconcile creates a transition's Event before publishing the status; a "
-    "publish that fails (409, 5xx) is redone next pass with another Event",
-)
 def test_status_write_conflicts_do_not_repeat_the_end_event(rig: Rig) -> None:
     _end_under_status_conflicts(rig, "conflict")
     rig.wait_status("conflict", "Complete")
@@ -432,11 +426,6 @@ def _phase(rig: Rig, name: str) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after DeadlineExceeded the syncer stops polling; a Ray job that the still-running "
-    "(ungated) submitter submits late is never stopped",
-)
 def test_deadline_before_a_slow_submitter_submits_still_stops_the_late_ray_job(rig: Rig) -> None:
     derived = rig.deploy("late", "K8sJobMode", activeDeadlineSeconds=1)
     submission = derived["submissionId"]
@@ -740,12 +729,6 @@ def test_daemon_stops_promptly_on_sigterm_during_an_api_outage(
     assert messages[-1] == "stopped"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="serve() blocks in Syncer.start() -> start_informers(timeout=60) without looking "
-    "at the stop event: a SIGTERM before the caches sync is honoured only after ~60 s",
-    raises=subprocess.TimeoutExpired,
-)
 def test_daemon_stops_promptly_on_sigterm_before_its_caches_sync(
     kube_api: KubeApi, tmp_path: Path
 ) -> None:

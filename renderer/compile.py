@@ -164,6 +164,10 @@ def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], 
     if group != RAY_GROUP:
         return _pass_through(data, options)
     problems = schemas.check(data, kubernetes_version=options.kubernetes_version)
+    meta = data.get("metadata")
+    if isinstance(meta, dict) and "generateName" in meta and "name" not in meta:
+        # One line for one mistake: the generateName problem says a fixed name is needed.
+        problems = [p for p in problems if p.path != ("metadata",) or '"name"' not in p.message]
     problems.extend(_null_items(data, ()))
     errors = [p for p in problems if p.severity == "error"]
     builder = BUILDERS.get(str(data["kind"]))

@@ -3,15 +3,18 @@
 An informer lists, then watches from the list's resourceVersion; a dropped stream
 resumes from the last version seen (bookmarks included), and `410 Gone` means list
 again. Objects are cut down by a projection before they are cached, so thousands of
-pods stay small in memory. Handlers learn about changes; they must not block.
+pods stay small in memory. Handlers learn about changes (a MODIFIED event that changes
+nothing the projection keeps, such as the echo of a write this process cached already,
+or an annotation a projection drops, is not one); they must not block.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, Protocol, cast
 
 from syncer.errors import GoneError, SyncerError
 from syncer.kube import Kube, Resource
@@ -24,6 +27,16 @@ Projection = Callable[[Manifest], Manifest]
 _LOG = logging.getLogger(__name__)
 
 
+class PagedKube(Protocol):
+    """A `Kube` that can also list page by page (`KubeClient` does)."""
+
+    def list_pages(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> Iterator[tuple[list[Manifest], str]]:
+        """Each page of objects with the list's resourceVersion."""
+        ...
+
+
 def key_of(obj: Manifest) -> Key:
     """The cache key of an object."""
     meta = obj.get("metadata") or {}
@@ -33,6 +46,30 @@ def key_of(obj: Manifest) -> Key:
 def keep_all(obj: Manifest) -> Manifest:
     """The identity projection."""
     return obj
+
+
+_SHARED_MAX = 64  # strings up to this long are shared between cached objects
+
+
+def compact(value: Any) -> Any:
+    """`value` with its dict keys and short strings interned, in place where it can.
+
+    Cached objects repeat the same label keys, label values and field names thousands
+    of times; each JSON decode makes its own copies. Sharing them saves about a third
+    of what ten thousand pods cost in the cache.
+    """
+    if isinstance(value, dict):
+        items = list(value.items())
+        value.clear()
+        for key, item in items:
+            value[sys.intern(key) if isinstance(key, str) else key] = compact(item)
+        return value
+    if isinstance(value, list):
+        value[:] = [compact(item) for item in value]
+        return value
+    if isinstance(value, str) and len(value) <= _SHARED_MAX:
+        return sys.intern(value)
+    return value
 
 
 class Informer:
@@ -54,7 +91,7 @@ class Informer:
         self.namespace = namespace
         self._kube = kube
         self._selector = label_selector
-        self._project = project
+        self._project: Projection = lambda obj: compact(project(obj))
         self._handlers = list(handlers)
         self._cache: dict[Key, Manifest] = {}
         self._lock = threading.Lock()
@@ -155,7 +192,9 @@ class Informer:
     # --- running ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the list+watch loop in a daemon thread."""
+        """Run the list+watch loop in a daemon thread (once; later calls do nothing)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
         self._thread = threading.Thread(
             target=self.run, name=f"informer-{self.resource.plural}", daemon=True
         )
@@ -195,12 +234,34 @@ class Informer:
                 )
                 self._stop.wait(delay)
 
+    def _fetch(self) -> tuple[dict[Key, Manifest], str]:
+        """Every object, projected, and the list's resourceVersion.
+
+        With a client that lists page by page (`KubeClient.list_pages`) each page is
+        projected as it arrives, so no more than one page of full objects is held.
+        """
+        pages = getattr(self._kube, "list_pages", None)
+        if not callable(pages):
+            items, version = self._kube.list(
+                self.resource, self.namespace, label_selector=self._selector
+            )
+            return {key_of(item): self._project(item) for item in items}, version
+        fresh: dict[Key, Manifest] = {}
+        version = ""
+        paged = cast(PagedKube, self._kube)
+        for page, page_version in paged.list_pages(
+            self.resource, self.namespace, label_selector=self._selector
+        ):
+            version = page_version
+            page.reverse()
+            while page:  # drop each full object once projected
+                item = self._project(page.pop())
+                fresh[key_of(item)] = item
+        return fresh, version
+
     def relist(self) -> None:
         """Replace the cache with a fresh list, telling handlers what changed."""
-        items, version = self._kube.list(
-            self.resource, self.namespace, label_selector=self._selector
-        )
-        fresh = {key_of(item): self._project(item) for item in items}
+        fresh, version = self._fetch()
         with self._lock:
             old = self._cache
             self._cache = {}
@@ -239,9 +300,12 @@ class Informer:
             obj = self._project(event.object)
             key = key_of(obj)
             with self._lock:
+                old = self._cache.get(key)
                 self._store_locked(key, None if event.type == "DELETED" else obj)
                 if version:
                     self.resource_version = version
+            if event.type == "MODIFIED" and old is not None and same_content(old, obj):
+                continue  # nothing the projection keeps changed (e.g. our own write's echo)
             self._notify(event.type, obj)
 
     def _notify(self, kind: str, obj: Manifest) -> None:
@@ -252,13 +316,32 @@ class Informer:
                 _LOG.exception("informer handler failed resource=%s", self.resource.plural)
 
 
+def same_content(a: Manifest, b: Manifest) -> bool:
+    """Whether two (projected) objects differ in nothing but their resourceVersion."""
+    if a.keys() != b.keys():
+        return False
+    for name, value in a.items():
+        other = b[name]
+        if name == "metadata" and isinstance(value, dict) and isinstance(other, dict):
+            if value.keys() != other.keys():
+                return False
+            if any(v != other[k] for k, v in value.items() if k != "resourceVersion"):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
 def _version(obj: Manifest) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _newer(a: Manifest, b: Manifest) -> bool:
-    """Whether `a` is a later version than `b` (resourceVersions compare as integers when
-    they are; Kubernetes calls them opaque, but etcd's are, and the fake server's too)."""
+    """Whether `a` is a later version than `b`.
+
+    resourceVersions compare as integers when they are; Kubernetes calls them opaque, but
+    etcd's are, and the fake server's too.
+    """
     va, vb = _version(a), _version(b)
     if va.isdigit() and vb.isdigit():
         return int(va) > int(vb)

@@ -23,9 +23,15 @@ from kubernetes import client, config
 from syncer.errors import PermanentError, SyncerError, TransientError, error_for_status
 
 Manifest = dict[str, Any]
+Page = list[Manifest]  # one page of a list
 _LOG = logging.getLogger(__name__)
 
 FIELD_MANAGER: Final = "kuberay-syncer"
+LIST_PAGE: Final = 100  # objects per list request (bigger pages fragment memory)
+# Connections kept per API server: every informer holds one for its watch, and each
+# worker needs one; a smaller pool opens and drops a connection (and a TLS handshake)
+# per request once they are all busy.
+MIN_POOL_SIZE: Final = 32
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 
@@ -66,7 +72,9 @@ EVENTS: Final = Resource("", "v1", "events", "Event")
 JOBS: Final = Resource("batch", "v1", "jobs", "Job")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HTTPROUTES: Final = Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
-RESOURCES_BY_KIND: Final = {r.kind: r for r in (PODS, CONFIGMAPS, SERVICES, SECRETS, JOBS, HTTPROUTES)}
+RESOURCES_BY_KIND: Final = {
+    r.kind: r for r in (PODS, CONFIGMAPS, SERVICES, SECRETS, JOBS, HTTPROUTES)
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,25 +146,37 @@ class Kube(Protocol):
 class KubeClient:
     """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
 
-    def __init__(self, api_client: client.ApiClient, *, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        timeout_s: float = 10.0,
+        user_agent: str = "kuberay-syncer",
+    ) -> None:
+        self._user_agent = user_agent
         self._api = api_client
         self._config = api_client.configuration
         self._pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+        # Pools are made on first use from these settings, so this takes effect for all.
+        pool_kw = self._pool.connection_pool_kw
+        pool_kw["maxsize"] = max(int(pool_kw.get("maxsize") or 1), MIN_POOL_SIZE)
         self._timeout = timeout_s
         self._lock = threading.Lock()
         self.requests = 0
 
     @classmethod
-    def from_environment(cls, kubeconfig: str | None = None) -> KubeClient:
+    def from_environment(
+        cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
+    ) -> KubeClient:
         """In-cluster config when running in a Pod, else the kubeconfig file."""
         if kubeconfig is None:
             try:
                 config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
-                return cls(client.ApiClient())
+                return cls(client.ApiClient(), user_agent=user_agent)
             except config.ConfigException:
                 pass
         api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
-        return cls(api_client)
+        return cls(api_client, user_agent=user_agent)
 
     def close(self) -> None:
         """Release pooled connections."""
@@ -168,7 +188,7 @@ class KubeClient:
         hook = getattr(self._config, "refresh_api_key_hook", None)
         if hook is not None:
             hook(self._config)
-        headers = {"Accept": "application/json", "User-Agent": "kuberay-syncer"}
+        headers = {"Accept": "application/json", "User-Agent": self._user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
         for setting in self._config.auth_settings().values():
@@ -228,7 +248,9 @@ class KubeClient:
             pass
         retry = headers.get("Retry-After") if headers is not None else None
         retry_after = float(retry) if retry and str(retry).isdigit() else None
-        return error_for_status(status, f"{method} {path}: {status} {message}", retry_after=retry_after)
+        return error_for_status(
+            status, f"{method} {path}: {status} {message}", retry_after=retry_after
+        )
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Manifest:
         response = self._request(method, path, **kwargs)
@@ -247,19 +269,42 @@ class KubeClient:
     ) -> tuple[list[Manifest], str]:
         """All objects (following `continue`), and the list's resourceVersion."""
         items: list[Manifest] = []
-        query: dict[str, str] = {"limit": "500"}
+        version = ""
+        for page, page_version in self.list_pages(
+            resource, namespace, label_selector=label_selector
+        ):
+            items.extend(page)
+            version = page_version
+        return items, version
+
+    def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int = LIST_PAGE,
+    ) -> Iterator[tuple[Page, str]]:
+        """The objects one page at a time, each with the list's resourceVersion.
+
+        A caller that keeps only a projection of each object holds one page of full
+        objects at a time rather than all of them (20,000 pods are hundreds of MB).
+        """
+        query: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             query["labelSelector"] = label_selector
         while True:
             answer = self._json("GET", resource.path(namespace), query=query)
-            for item in answer.get("items") or []:
+            items = answer.get("items") or []
+            for item in items:
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
-                items.append(item)
             meta = answer.get("metadata") or {}
+            del answer
+            yield items, str(meta.get("resourceVersion") or "")
             token = meta.get("continue")
             if not token:
-                return items, str(meta.get("resourceVersion") or "")
+                return
             query = {**query, "continue": str(token)}
 
     def watch(
@@ -286,9 +331,10 @@ class KubeClient:
         buffer = b""
         try:
             for chunk in response.stream(65536, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # Split each chunk once (not once per line, which copies the rest each time).
+                lines = (buffer + chunk).split(b"\n") if buffer else chunk.split(b"\n")
+                buffer = lines.pop()
+                for line in lines:
                     if line.strip():
                         yield self._event(line, resource)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -369,7 +415,11 @@ class KubeClient:
         propagation: str = "Background",
     ) -> bool:
         """Delete an object; False when it was already gone."""
-        body: Manifest = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
+        body: Manifest = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
         if resource_version is not None:
             body["preconditions"] = {"resourceVersion": resource_version}
         try:

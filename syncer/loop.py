@@ -66,9 +66,7 @@ class Options:
 
 
 class RateLimiter:
-    """A token bucket: at most `rate` acquisitions per second, bursts up to `burst_s` seconds'
-    worth (at least one).
-    """
+    """A token bucket: `rate` acquisitions a second, bursts of `burst_s` seconds' worth."""
 
     def __init__(
         self, rate: float, clock: Callable[[], float] = time.monotonic, *, burst_s: float = 1.0
@@ -110,6 +108,7 @@ class DashboardPool:
         # A small burst, so that no second sees more than about the budget.
         self._limiter = RateLimiter(budget_rps, clock, burst_s=BUDGET_BURST_S)
         self._max_age = max_age_s
+        self.max_age_s = max_age_s
         self._clock = clock
         self._lock = threading.Lock()
         self._stores = 0
@@ -182,19 +181,27 @@ class DashboardPool:
             self._facts.pop(url, None)
 
 
-def slim_configmap(cm: Manifest) -> Manifest:
+def slim_configmap(cm: Manifest, *, keep: Iterable[str] | None = None) -> Manifest:
     """An intent or status ConfigMap as cached: identity, labels, annotations and data.
 
     Drops `managedFields` and other server bookkeeping, which would double what ten
-    thousand jobs' maps cost in memory.
+    thousand jobs' maps cost in memory. `keep`: the metadata fields kept.
     """
     meta = cm.get("metadata") or {}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {k: meta[k] for k in _CONFIGMAP_META if k in meta},
+        "metadata": {k: meta[k] for k in (keep or _CONFIGMAP_META) if k in meta},
         "data": cm.get("data") or {},
     }
+
+
+def slim_status(cm: Manifest) -> Manifest:
+    """A status ConfigMap as cached: labels, data and resourceVersion (no uid, no owner).
+
+    The syncer writes the whole map each time and reads back only those.
+    """
+    return slim_configmap(cm, keep=_STATUS_META)
 
 
 _CONFIGMAP_META: Final = (
@@ -207,6 +214,40 @@ _CONFIGMAP_META: Final = (
     "ownerReferences",
     "deletionTimestamp",
 )
+_STATUS_META: Final = ("name", "namespace", "resourceVersion", "labels", "deletionTimestamp")
+# What the syncer reads of a pod outside any Ray cluster (a submitter Job's pod): the
+# labels that route its events and find its Job; Job-controller and KubeRay labels go.
+_SUBMITTER_POD_LABELS: Final = frozenset(
+    {naming.MANAGED_BY, naming.ORIGIN_KIND, naming.ORIGIN_NAME, *views.JOB_NAME_LABELS}
+)
+
+
+def project_pod(pod: Manifest) -> Manifest:
+    """`views.project_pod`, with a submitter pod's labels cut to those the syncer reads."""
+    projected = views.project_pod(pod)
+    meta = projected["metadata"]
+    labels = meta.get("labels") or {}
+    if naming.RAY_CLUSTER not in labels and any(k in labels for k in views.JOB_NAME_LABELS):
+        meta["labels"] = {k: v for k, v in labels.items() if k in _SUBMITTER_POD_LABELS}
+    return projected
+
+
+def _keeping_status(project: Callable[[Manifest], Manifest]) -> Callable[[Manifest], Manifest]:
+    """`project`, keeping the syncer's own status annotations (`status.kuberay.io/...`)."""
+
+    def projected(obj: Manifest) -> Manifest:
+        kept = {
+            key: value
+            for key, value in ((obj.get("metadata") or {}).get("annotations") or {}).items()
+            if key.startswith(STATUS_ANNOTATION_PREFIX)
+        }
+        out = project(obj)
+        if kept:
+            out["metadata"] = {**out["metadata"]}
+            out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), **kept}
+        return out
+
+    return projected
 
 
 def _cluster_of(pod: Manifest) -> list[tuple[str, str]]:
@@ -261,10 +302,9 @@ class Syncer:
         self._running = 0
         # When each key last had a watch event, on the dashboard pool's clock.
         self._event_at: dict[JobKey, float] = {}
+        self._events = 0
         self._jitter = random.Random()
         self._reconcilers: dict[str, Callable[[JobKey], float | None]] = {"RayJob": self.reconcile}
-        # Status annotations last written on Jobs (their projection drops annotations).
-        self._anchor_cache: dict[tuple[str, str], dict[str, str]] = {}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.intents: list[Informer] = []
@@ -289,14 +329,26 @@ class Syncer:
                 CONFIGMAPS,
                 namespace,
                 label_selector=f"{naming.ROLE}={ROLE_STATUS}",
-                project=slim_configmap,
+                project=slim_status,
             )
             statuses.add_handler(self._on_status)
-            pods = Informer(kube, PODS, namespace, label_selector=selector, project=views.project_pod)
+            pods = Informer(
+                kube,
+                PODS,
+                namespace,
+                label_selector=selector,
+                project=_keeping_status(project_pod),
+            )
             pods.add_index("cluster", _cluster_of)
             pods.add_index("jobname", _job_of)
             pods.add_handler(self._on_owned)
-            jobs = Informer(kube, JOBS, namespace, label_selector=selector, project=views.project_job)
+            jobs = Informer(
+                kube,
+                JOBS,
+                namespace,
+                label_selector=selector,
+                project=_keeping_status(views.project_job),
+            )
             jobs.add_handler(self._on_owned)
             self.intents.append(intents)
             self.statuses.append(statuses)
@@ -323,6 +375,12 @@ class Syncer:
             stamp = self.dashboards.now()
             with self._lock:
                 self._event_at[key] = stamp
+                self._events += 1
+                if self._events % _PRUNE_EVERY == 0:
+                    # Older than any dashboard answer still reused: no longer needed.
+                    horizon = stamp - 2 * self.dashboards.max_age_s
+                    for old in [k for k, t in self._event_at.items() if t < horizon]:
+                        del self._event_at[old]
             if batch:
                 self.queue.add_after(key, EVENT_BATCH_S, urgent=True)
             else:
@@ -362,7 +420,9 @@ class Syncer:
                     return found
         return None
 
-    def _by_index(self, informers: Sequence[Informer], index: str, value: Hashable) -> list[Manifest]:
+    def _by_index(
+        self, informers: Sequence[Informer], index: str, value: Hashable
+    ) -> list[Manifest]:
         namespace = value[0] if isinstance(value, tuple) else None
         found: list[Manifest] = []
         for informer in informers:
@@ -456,12 +516,16 @@ class Syncer:
         self._running += (state == rayjob.RUNNING) - (old == rayjob.RUNNING)
 
     def poll_interval(self) -> float:
-        """Seconds between dashboard polls of one running job: the configured interval, or
-        longer when that many jobs polled so often would spend more than `POLL_SHARE` of
-        the dashboard budget.
+        """Seconds between dashboard polls of one running job.
+
+        The configured interval, or longer when that many jobs polled so often would
+        spend more than `POLL_SHARE` of the dashboard budget.
         """
         with self._lock:
-            running = self._running
+            running, seen = self._running, len(self.states)
+        # Jobs not looked at yet (just after a start) may be running too; counting them
+        # keeps the first passes from polling at full rate while the count builds up.
+        running += max(0, sum(len(informer) for informer in self.intents) - seen)
         spread = running / max(self.options.dashboard_budget_rps * POLL_SHARE, 0.001)
         return max(self.options.poll_interval_s, spread)
 
@@ -555,8 +619,16 @@ class Syncer:
         if index is None:
             return
         patch = [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": pod["metadata"]["resourceVersion"]},
-            {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": naming.CLUSTER_READY_GATE},
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": pod["metadata"]["resourceVersion"],
+            },
+            {
+                "op": "test",
+                "path": f"/spec/schedulingGates/{index}/name",
+                "value": naming.CLUSTER_READY_GATE,
+            },
             {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
         ]
         try:
@@ -602,7 +674,11 @@ class Syncer:
 
     def _event(self, intent: JobIntent, event: rayjob.Event) -> None:
         anchor = self._anchor(intent)
-        kind, name = (anchor[0], anchor[1]) if anchor else ("ConfigMap", naming.intent_configmap_name(intent.name))
+        kind, name = (
+            (anchor[0], anchor[1])
+            if anchor
+            else ("ConfigMap", naming.intent_configmap_name(intent.name))
+        )
         now = self.clock()
         stamp = kubetime.format_time(now)
         body = {
@@ -688,7 +764,9 @@ class Syncer:
         if anchor is None:
             return
         wanted = {
-            f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": str(status.get("jobDeploymentStatus", "")),
+            f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": str(
+                status.get("jobDeploymentStatus", "")
+            ),
             f"{STATUS_ANNOTATION_PREFIX}job-status": str(status.get("jobStatus", "")),
         }
         resource = JOBS if anchor[0] == "Job" else PODS
@@ -696,18 +774,17 @@ class Syncer:
         obj = self._find(informers, intent.namespace, anchor[1])
         if obj is None or not views.is_rendered(obj):
             return
+        # The projections keep these annotations, so a restarted syncer does not write
+        # them again to every Job.
         have = (obj.get("metadata") or {}).get("annotations") or {}
-        if anchor[0] == "Job":
-            # Jobs are projected without annotations: compare with what we wrote last.
-            have = self._anchor_cache.get((intent.namespace, anchor[1]), {})
         if all(have.get(k) == v for k, v in wanted.items()):
             return
         body = {"metadata": {"annotations": wanted}}
         try:
-            self.kube.patch(resource, intent.namespace, anchor[1], body)
-            self._anchor_cache[(intent.namespace, anchor[1])] = wanted
+            patched = self.kube.patch(resource, intent.namespace, anchor[1], body)
         except ConflictError:
-            pass
+            return
+        self._informer_for(informers, intent.namespace).upsert(patched)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -731,7 +808,7 @@ class Syncer:
         return all(informer.wait_synced(timeout) for informer in self.informers())
 
     def enqueue_all(self) -> None:
-        """Queue every known RayJob (start, leadership gained, periodic resync)."""
+        """Queue every known RayJob now (start, leadership gained; see `resync`)."""
         for informer in self.intents:
             for cm in informer.items():
                 self._on_intent("RESYNC", cm)
@@ -781,9 +858,33 @@ class Syncer:
         while not self._stop.is_set():
             self.process_one(0.5)
 
+    def resync(self) -> int:
+        """The periodic look at every known job, for what a watch could have missed.
+
+        Jobs whose own timer looks at them within a period are skipped; the others are
+        spread over a tenth of the period (30 s at most) and queued behind watch events,
+        so ten thousand jobs do not ask their dashboards in one burst and hold up every
+        event behind them. Returns how many were queued.
+        """
+        period = self.options.idle_resync_s
+        spread = min(period / 10, 30.0)
+        queued = 0
+        for informer in self.intents:
+            for cm in informer.items():
+                kind, name = _label(cm, naming.ORIGIN_KIND), _label(cm, naming.ORIGIN_NAME)
+                if not name or kind not in self._reconcilers:
+                    continue
+                key: JobKey = (kind, _ns(cm), name)
+                pending = self.queue.pending_timer(key)
+                if pending is not None and pending <= period:
+                    continue
+                self.queue.add_after(key, self._jitter.uniform(0.001, max(spread, 0.001)))
+                queued += 1
+        return queued
+
     def _resync(self) -> None:
         while not self._stop.wait(self.options.idle_resync_s):
-            self.enqueue_all()
+            self.resync()
 
     def start(self, stop: threading.Event | None = None) -> bool:
         """Start informers, then (once every cache has its first list) workers and the resync.

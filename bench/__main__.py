@@ -1,21 +1,34 @@
-"""`python -m bench [names]`: run the named benchmarks (all by default)."""
+"""`python -m bench [name [options]] ...`: run the named benchmarks (all by default).
+
+Arguments after a benchmark's name, up to the next name, are its own options
+(`python -m bench syncer --jobs 100`).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 
-from bench import render
+from bench import render, syncer
 
-BENCHMARKS = {"render": render.main}
+BENCHMARKS: dict[str, Callable[[Sequence[str]], object]] = {
+    "render": lambda args: render.main(),
+    "syncer": syncer.main,
+}
 
 
 def _main(argv: list[str]) -> int:
-    names = argv or list(BENCHMARKS)
-    for name in names:
-        if name not in BENCHMARKS:
-            print(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    runs: list[tuple[str, list[str]]] = []
+    for arg in argv:
+        if arg in BENCHMARKS:
+            runs.append((arg, []))
+        elif runs:
+            runs[-1][1].append(arg)
+        else:
+            print(f"unknown benchmark {arg!r}; known: {', '.join(BENCHMARKS)}")
             return 2
-        BENCHMARKS[name]()
+    for name, args in runs or [(name, []) for name in BENCHMARKS]:
+        BENCHMARKS[name](args)
     return 0
 
 

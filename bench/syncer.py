@@ -1,0 +1,1161 @@
+"""The syncer with N active RayJobs against the fake API server, beside a model of KubeRay.
+
+Not a timed test: `python -m bench syncer` runs 100 then 10,000 RayJobs (each on its own
+one-pod cluster, K8sJobMode), `python -m bench syncer --jobs 100` one scale. It prints, for
+the syncer and for KubeRay's model measured in the same run:
+
+- the delay from a Ray job's end to the published Complete status (p50, p95, max);
+- dashboard and Kubernetes API requests per job-hour;
+- the syncer's peak RSS and CPU.
+
+How it is set up:
+
+- The fake API server runs in a subprocess (`python -m bench.syncer --serve`), so its
+  memory and CPU are not the syncer's. It is populated in process, through the store's own
+  create and status-patch code (defaults, resourceVersions, watch history): per job the
+  intent ConfigMap (one RayJob rendered by the renderer, cloned under N names), the head
+  Pod (Running and Ready), the submitter Job and its Pod (already ungated, Running).
+- The syncer runs in this process and talks REST to it. Each cluster has its own
+  `FakeDashboard` on the real clock whose job is already RUNNING. Once the syncer has
+  published Running for every job (the warm-up), each Ray job is given an end time spread
+  over a window; at that moment a "kubelet" in the server process marks the submitter
+  Pod Succeeded and its Job Complete over REST (as `ray job logs --follow` returns and
+  the Job controller reacts), which is the event the syncer sees.
+- Delay = when the syncer's write of the Complete status returned, minus the job's end.
+- Requests are counted over the measured window (t0: end of warm-up; until the last
+  Complete is published) and divided by the jobs' running time inside it.
+- KubeRay's model (one `GetJobInfo` per RayJob per reconcile, requeue after 3 s, one
+  reconcile at a time) is a discrete-event simulation on a simulated clock: each
+  reconcile costs the median latency of a real loopback HTTP GET measured in this run,
+  finishing one costs a second round trip (the status update). It is simulated twice:
+  on requeues only, and with the watch event of the submitter Job completing (KubeRay
+  owns the Job, so that event queues the RayJob at once, behind any queued keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import logging
+import math
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import urllib3
+from kubernetes import client
+
+from renderer import naming
+from syncer import rayjob, views
+from syncer.intent import parse_job_intent
+from syncer.kube import MERGE_PATCH, KubeClient, Page, Resource, WatchEvent
+from syncer.loop import (
+    ROLE_STATUS,
+    STATUS_ANNOTATION_PREFIX,
+    STATUS_KEY,
+    SYNCER_MANAGER,
+    Options,
+    Syncer,
+)
+from tests.syncer.fakedashboard import FakeDashboard, JobPlan
+
+if TYPE_CHECKING:
+    from tests.fakeapi.store import Store
+
+Manifest = dict[str, Any]
+
+NAMESPACE = "bench"
+TEMPLATE = "benchjob"
+SCALES = (100, 10_000)
+REPO = Path(__file__).resolve().parents[1]
+RAYJOB = f"""
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: {TEMPLATE}
+spec:
+  entrypoint: python -c "import time; time.sleep(60)"
+  submissionMode: K8sJobMode
+  shutdownAfterJobFinishes: true
+  ttlSecondsAfterFinished: 0
+  rayClusterSpec:
+    rayVersion: "2.52.0"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.52.0
+"""
+KUBERAY_REQUEUE_S = 3.0
+# Writes KubeRay makes when a job ends with shutdownAfterJobFinishes and TTL 0: the status
+# update, then (on the pass its own status event triggers) the RayCluster delete and its
+# DeletedRayCluster event. Reads come from its informer caches.
+KUBERAY_FINISH_WRITES = 3
+FINISHED = (rayjob.COMPLETE, rayjob.FAILED)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """One run's shape: how many jobs, and when they end after the warm-up (seconds)."""
+
+    jobs: int
+    lead_s: float
+    spread_s: float
+    budget_rps: float = 200.0
+    workers: int = 8
+    seed: int = 1
+
+    @classmethod
+    def default(cls, jobs: int, budget_rps: float = 200.0) -> Scale:
+        """Ends over ~10 s at 100 jobs (10 a second); at 10,000 jobs from 60 s on, over
+        300 s (33 a second: each end costs the fake API server ~7 writes at ~1.2 ms of
+        its CPU, so 60 s, 167 a second, would need more than this machine's 2 cores for
+        the fake server alone and measure it rather than the syncer; see `--spread`)."""
+        if jobs >= 2000:
+            return cls(jobs, 60.0, 300.0, budget_rps)
+        return cls(jobs, 2.0, 10.0, budget_rps)
+
+
+@dataclass
+class Figures:
+    """What one side (the syncer, or a model of KubeRay) measured."""
+
+    name: str
+    delays: list[float]
+    missing: int
+    dashboard_requests: int
+    kube_requests: int
+    job_hours: float
+    window_s: float
+    peak_dashboard_rps: float | None = None
+    cpu_s: float | None = None
+    peak_cores: float | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+    def percentile(self, q: float) -> float:
+        """The q-quantile of the delays (missing jobs count as infinitely late)."""
+        values = sorted(self.delays) + [math.inf] * self.missing
+        if not values:
+            return math.nan
+        index = min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))
+        return values[index]
+
+    @property
+    def dashboard_per_job_hour(self) -> float:
+        """Dashboard requests per job-hour."""
+        return self.dashboard_requests / self.job_hours if self.job_hours else math.nan
+
+    @property
+    def kube_per_job_hour(self) -> float:
+        """Kubernetes API requests per job-hour."""
+        return self.kube_requests / self.job_hours if self.job_hours else math.nan
+
+    @property
+    def cores(self) -> float | None:
+        """Mean CPU use over the window, in cores."""
+        return None if self.cpu_s is None else self.cpu_s / max(self.window_s, 1e-9)
+
+
+@dataclass
+class Run:
+    """One scale's results: the syncer, the models, and what the set-up measured."""
+
+    scale: Scale
+    syncer: Figures
+    models: list[Figures]
+    request_cost_s: float
+    warmup_s: float
+    populate_s: float
+    rss_base_mb: float
+    rss_dashboards_mb: float
+    rss_increase_mb: float
+    server: Manifest
+    load: tuple[float, float]  # the machine's 1-minute load average before and after
+
+    @property
+    def syncer_rss_mb(self) -> float:
+        """The syncer's peak RSS: the interpreter with its imports plus what it grew by."""
+        return self.rss_base_mb + self.rss_increase_mb
+
+
+# --- the objects of one job --------------------------------------------------------------------
+
+
+def job_name(index: int) -> str:
+    """The name of the index-th RayJob."""
+    return f"rj{index:05d}"
+
+
+def template_objects() -> dict[str, Manifest]:
+    """The rendered intent ConfigMap, head Pod and submitter Job of the template RayJob."""
+    from tests.syncer.harness import render  # the renderer is only needed by the server
+
+    wanted: dict[str, Manifest] = {}
+    for obj in render(RAYJOB, NAMESPACE):
+        if obj["kind"] in ("ConfigMap", "Pod", "Job"):
+            wanted[str(obj["kind"])] = obj
+    assert set(wanted) == {"ConfigMap", "Pod", "Job"}, sorted(wanted)
+    return wanted
+
+
+def clone(template: Manifest, name: str) -> Manifest:
+    """The template object for another RayJob name (every derived name follows it)."""
+    cloned: Manifest = json.loads(json.dumps(template).replace(TEMPLATE, name))
+    return cloned
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _running_pod_status(pod: Manifest, stamp: str) -> Manifest:
+    conditions = [
+        {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": stamp}
+        for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+    ]
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": stamp,
+        }
+    )
+    return {
+        "phase": "Running",
+        "conditions": conditions,
+        "hostIP": "127.0.0.1",
+        "podIP": "127.0.0.1",
+        "startTime": stamp,
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": stamp}},
+            }
+            for c in pod["spec"]["containers"]
+        ],
+    }
+
+
+def _succeeded_pod_status(pod: Manifest, stamp: str) -> Manifest:
+    status = _running_pod_status(pod, stamp)
+    status["phase"] = "Succeeded"
+    for condition in status["conditions"]:
+        if condition["type"] in ("Ready", "ContainersReady"):
+            condition["status"] = "False"
+            condition["reason"] = "PodCompleted"
+    for container in status["containerStatuses"]:
+        container.update(
+            ready=False,
+            started=False,
+            state={
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": stamp,
+                    "finishedAt": stamp,
+                }
+            },
+        )
+    return status
+
+
+def _complete_job_status(stamp: str) -> Manifest:
+    message = "Reached expected number of succeeded pods"
+    return {
+        "active": None,
+        "ready": 0,
+        "succeeded": 1,
+        "completionTime": stamp,
+        "conditions": [
+            {
+                "type": kind,
+                "status": "True",
+                "reason": "CompletionsReached",
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": stamp,
+            }
+            for kind in ("SuccessCriteriaMet", "Complete")
+        ],
+    }
+
+
+def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, str]:
+    """Create every job's objects in the store; returns submitter pod names by job name.
+
+    The first job goes through the store's create and status-patch code (defaults,
+    managedFields, status); the others are its stored objects cloned under their own
+    names and UIDs (`Store.put`), which is much faster and keeps the shape exact. Each job
+    also gets the status ConfigMap the syncer publishes for a job seen Running at
+    `started` (and the status annotations on its Job), so a syncer that starts on them
+    has nothing to write until something changes.
+    """
+    from tests.fakeapi.kinds import kind_for_resource  # server side only
+
+    rng = random.Random(seed)
+    templates = template_objects()
+    stamp = _stamp(started)
+    store.create(
+        kind_for_resource("namespaces"),
+        None,
+        {"metadata": {"name": NAMESPACE}},
+        field_manager="bench",
+    )
+    configmaps, pods, batch = (kind_for_resource(r) for r in ("configmaps", "pods", "jobs.batch"))
+    first = job_name(0)
+    cm = store.create(
+        configmaps, NAMESPACE, clone(templates["ConfigMap"], first), field_manager="bench"
+    )
+    head = store.create(pods, NAMESPACE, clone(templates["Pod"], first), field_manager="bench")
+    head, _ = store.patch(
+        pods,
+        NAMESPACE,
+        head["metadata"]["name"],
+        MERGE_PATCH,
+        {"status": _running_pod_status(head, stamp)},
+        subresource="status",
+        field_manager="kubelet",
+    )
+    job = store.create(batch, NAMESPACE, clone(templates["Job"], first), field_manager="bench")
+    pod = store.create(
+        pods, NAMESPACE, _submitter_pod(job, rng), field_manager="kube-controller-manager"
+    )
+    pod, _ = store.patch(
+        pods,
+        NAMESPACE,
+        pod["metadata"]["name"],
+        MERGE_PATCH,
+        {"status": _running_pod_status(pod, stamp)},
+        subresource="status",
+        field_manager="kubelet",
+    )
+    job, _ = store.patch(
+        batch,
+        NAMESPACE,
+        first,
+        MERGE_PATCH,
+        {"status": {"active": 1, "ready": 1, "startTime": stamp}},
+        subresource="status",
+        field_manager="kube-controller-manager",
+    )
+    status = _status_configmap(cm, head, job, pod, started)
+    job["metadata"].setdefault("annotations", {}).update(_status_annotations(status))
+    job = store.put(job)
+    status = store.put(status)
+    texts = [json.dumps(obj) for obj in (cm, head, job, pod, status)]
+    job_uid = str(job["metadata"]["uid"])
+    submitters = {first: str(pod["metadata"]["name"])}
+    for index in range(1, jobs):
+        name = job_name(index)
+        uid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        for text in texts:
+            obj = json.loads(text.replace(first, name).replace(job_uid, uid))
+            meta = obj["metadata"]
+            if meta["uid"] != uid:
+                del meta["uid"]  # a fresh one
+            store.put(obj)
+        submitters[name] = str(pod["metadata"]["name"]).replace(first, name)
+    return submitters
+
+
+def _status_configmap(
+    cm: Manifest, head: Manifest, job: Manifest, pod: Manifest, started: float
+) -> Manifest:
+    """The status ConfigMap the syncer publishes for this job seen Running at `started`
+    (the same state machine, and the body `Syncer._publish` writes)."""
+    intent = parse_job_intent(cm)
+    dashboard = FakeDashboard(lambda: started, job_plan=JobPlan(pending_s=0.0, running_s=None))
+    dashboard.submit_job(str(intent.submission_id), intent.entrypoint)
+    facts = rayjob.RayFacts(
+        reachable=True, jobs={str(j["submission_id"]): dict(j) for j in dashboard.list_jobs()}
+    )
+    observation = rayjob.Observation(
+        intent,
+        None,
+        (views.pod_view(views.project_pod(head)),),
+        views.submitter_view(views.project_job(job), [views.project_pod(pod)]),
+        facts,
+        started,
+    )
+    record = rayjob.decide(observation).record
+    assert record.job_deployment_status == rayjob.RUNNING, record
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": naming.status_configmap_name(intent.name),
+            "namespace": intent.namespace,
+            "labels": {
+                naming.MANAGED_BY: SYNCER_MANAGER,
+                naming.ORIGIN_KIND: "RayJob",
+                naming.ORIGIN_NAME: intent.name,
+                naming.ROLE: ROLE_STATUS,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job["metadata"]["name"],
+                    "uid": job["metadata"]["uid"],
+                }
+            ],
+        },
+        "data": {
+            STATUS_KEY: json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")),
+            "jobDeploymentStatus": record.job_deployment_status,
+            "jobStatus": record.job_status,
+        },
+    }
+
+
+def _status_annotations(status: Manifest) -> dict[str, str]:
+    data = status["data"]
+    return {
+        f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": data["jobDeploymentStatus"],
+        f"{STATUS_ANNOTATION_PREFIX}job-status": data["jobStatus"],
+    }
+
+
+def _submitter_pod(job: Manifest, rng: random.Random) -> Manifest:
+    """The Pod the Job controller would make, already ungated by the syncer."""
+    meta = job["metadata"]
+    template = json.loads(json.dumps(job["spec"]["template"]))
+    spec = template["spec"]
+    spec.pop("schedulingGates", None)
+    suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-{suffix}",
+            "namespace": meta["namespace"],
+            "labels": dict(template["metadata"]["labels"]),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+# --- the server process ------------------------------------------------------------------------
+
+
+class EndKubelet:
+    """Ends submitters at given times: the pod Succeeded, then its Job Complete.
+
+    It writes through the store's status-patch code in the server process (what a REST
+    PATCH runs, so watchers get the same events) rather than over HTTP, to leave the fake
+    server's capacity to the syncer's requests.
+    """
+
+    def __init__(self, store: Store, submitters: dict[str, str]) -> None:
+        from tests.fakeapi.kinds import kind_for_resource  # server side only
+
+        self._store = store
+        self._pods = kind_for_resource("pods")
+        self._jobs = kind_for_resource("jobs.batch")
+        self._submitters = submitters
+        self.lags: list[float] = []
+        self.errors = 0
+
+    def start(self, ends: dict[str, float]) -> None:
+        """End each job's submitter at its time (absolute Unix times)."""
+        threading.Thread(target=self._run, args=(ends,), daemon=True).start()
+
+    def _run(self, ends: dict[str, float]) -> None:
+        container = {"spec": {"containers": [{"name": "ray-job-submitter"}]}}
+        for name, end in sorted(ends.items(), key=lambda item: item[1]):
+            delay = end - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            stamp = _stamp(end)
+            try:
+                self._store.patch(
+                    self._pods,
+                    NAMESPACE,
+                    self._submitters[name],
+                    MERGE_PATCH,
+                    {"status": _succeeded_pod_status(container, stamp)},
+                    subresource="status",
+                    field_manager="kubelet",
+                )
+                self._store.patch(
+                    self._jobs,
+                    NAMESPACE,
+                    name,
+                    MERGE_PATCH,
+                    {"status": _complete_job_status(stamp)},
+                    subresource="status",
+                    field_manager="kube-controller-manager",
+                )
+            except Exception:  # noqa: BLE001 - counted and reported
+                self.errors += 1
+            self.lags.append(time.time() - end)
+
+
+def serve(jobs: int, seed: int, started: float) -> int:
+    """The server process: populate, serve, end submitters when told; report on stop."""
+    from tests.fakeapi.server import FakeApiServer  # only the server process loads aiohttp
+
+    populating = time.perf_counter()
+    server = FakeApiServer(history_size=max(1000, 2 * jobs), seed=seed, bookmark_interval=5.0)
+    submitters = populate(server.store, jobs, seed, started=started)
+    populate_s = time.perf_counter() - populating
+    server.start()
+    intent = template_objects()["ConfigMap"]["data"][naming.INTENT_KEY]
+    hello = {"url": server.url, "populate_s": populate_s, "intent": intent}
+    print(json.dumps(hello), flush=True)
+    kubelet = EndKubelet(server.store, submitters)
+    cpu_start = time.process_time()
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "ends" in message:
+            cpu_start = time.process_time()
+            kubelet.start({str(k): float(v) for k, v in message["ends"].items()})
+        if message.get("stop"):
+            break
+    # The syncer's watches are cut when it stops; aiohttp would log each as an error.
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
+    lags = sorted(kubelet.lags)
+    report = {
+        "cpu_s": time.process_time() - cpu_start,
+        "kubelet_ends": len(lags),
+        "kubelet_errors": kubelet.errors,
+        "kubelet_lag_p95_s": lags[int(0.95 * (len(lags) - 1))] if lags else None,
+        "kubelet_lag_max_s": lags[-1] if lags else None,
+        "peak_rss_mb": _rss_mb("VmHWM"),
+    }
+    print(json.dumps(report), flush=True)
+    server.stop()
+    return 0
+
+
+class ServerProcess:
+    """The fake API server subprocess, spoken to over its stdin/stdout."""
+
+    def __init__(self, jobs: int, seed: int, started: float) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        }
+        self._process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.syncer",
+                "--serve",
+                f"--jobs={jobs}",
+                f"--seed={seed}",
+                f"--started={started!r}",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env=env,
+            text=True,
+        )
+        hello = self._read()
+        self.url = str(hello["url"])
+        self.populate_s = float(hello["populate_s"])
+        self.template_intent = str(hello["intent"])
+
+    def _read(self) -> Manifest:
+        stdout: IO[str] | None = self._process.stdout
+        assert stdout is not None
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"the fake API server exited (code {self._process.wait()})")
+        decoded: Manifest = json.loads(line)
+        return decoded
+
+    def _send(self, message: Manifest) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        stdin.write(json.dumps(message) + "\n")
+        stdin.flush()
+
+    def end_jobs(self, ends: dict[str, float]) -> None:
+        """Have the kubelet end each job's submitter at its time."""
+        self._send({"ends": ends})
+
+    def stop(self) -> Manifest:
+        """Stop the server; returns its report (CPU, kubelet lag, peak RSS)."""
+        try:
+            self._send({"stop": True})
+            report = self._read()
+            self._process.wait(timeout=60)
+            return report
+        except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            return {"error": repr(exc)}
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop the process by its PID if it still runs; close the pipes."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for pipe in (self._process.stdin, self._process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+# --- the syncer side ---------------------------------------------------------------------------
+
+
+def _rss_mb(field_name: str = "VmRSS") -> float:
+    """A field of /proc/self/status in MB (VmRSS now, VmHWM peak)."""
+    with Path("/proc/self/status").open(encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) / 1024
+    return math.nan
+
+
+class RecordingKube:
+    """`Kube` that forwards to a client and notes when each RayJob's finished status landed."""
+
+    def __init__(self, inner: KubeClient) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self.finished: dict[str, float] = {}
+        self.verbs: Counter[str] = Counter()
+
+    def _note(self, verb: str, resource: Resource, body: Manifest) -> None:
+        with self._lock:
+            self.verbs[f"{verb} {resource.plural}"] += 1
+        if resource.plural != "configmaps":
+            return
+        meta = body.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if labels.get(naming.ROLE) != "status":
+            return
+        if (body.get("data") or {}).get("jobDeploymentStatus") in FINISHED:
+            name = str(labels.get(naming.ORIGIN_NAME))
+            with self._lock:
+                self.finished.setdefault(name, time.time())
+
+    def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> tuple[list[Manifest], str]:
+        """Forward."""
+        return self._inner.list(resource, namespace, label_selector=label_selector)
+
+    def list_pages(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> Iterator[tuple[Page, str]]:
+        """Forward (the informers list page by page through it)."""
+        return self._inner.list_pages(resource, namespace, label_selector=label_selector)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_s: int = 300,
+    ) -> Iterator[WatchEvent]:
+        """Forward."""
+        return self._inner.watch(
+            resource,
+            namespace,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            timeout_s=timeout_s,
+        )
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
+        """Forward."""
+        return self._inner.get(resource, namespace, name)
+
+    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Forward, and note a finished status."""
+        created = self._inner.create(resource, namespace, body)
+        self._note("create", resource, body)
+        return created
+
+    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Forward, and note a finished status."""
+        replaced = self._inner.replace(resource, namespace, body)
+        self._note("replace", resource, body)
+        return replaced
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE_PATCH,
+    ) -> Manifest:
+        """Forward."""
+        patched = self._inner.patch(resource, namespace, name, body, content_type=content_type)
+        self._note("patch", resource, {})
+        return patched
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        resource_version: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Forward."""
+        gone = self._inner.delete(
+            resource, namespace, name, resource_version=resource_version, propagation=propagation
+        )
+        self._note("delete", resource, {})
+        return gone
+
+
+def measure_request_cost(url: str, samples: int = 300) -> float:
+    """The median wall time of a loopback HTTP GET of one ConfigMap (keep-alive)."""
+    http = urllib3.PoolManager(maxsize=1)
+    name = naming.intent_configmap_name(job_name(0))
+    path = f"{url}/api/v1/namespaces/{NAMESPACE}/configmaps/{name}"
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        response = http.request("GET", path)
+        response.data  # noqa: B018 - read the body, as a client must
+        times.append(time.perf_counter() - started)
+    http.clear()
+    return statistics.median(times)
+
+
+def _kube_client(url: str) -> KubeClient:
+    """A client as the syncer makes one (the library's default pool size)."""
+    configuration = client.Configuration()
+    configuration.host = url
+    return KubeClient(client.ApiClient(configuration))
+
+
+class _Clock:
+    """The dashboards' clock: real time, except while `at` is set."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def __call__(self) -> float:
+        return time.time() if self.at is None else self.at
+
+
+def _dashboards(
+    jobs: int, intent: str, started: float
+) -> tuple[dict[str, FakeDashboard], dict[str, tuple[str, str]]]:
+    """One dashboard per cluster whose job has run since `started`; (dashboards by URL,
+    (URL, submission id) by job name)."""
+    template = json.loads(intent)
+    dashboards: dict[str, FakeDashboard] = {}
+    where: dict[str, tuple[str, str]] = {}
+    plan = JobPlan(pending_s=0.0, running_s=None)
+    clock = _Clock()
+    clock.at = started
+    for index in range(jobs):
+        name = job_name(index)
+        derived = json.loads(json.dumps(template["derived"]).replace(TEMPLATE, name))
+        url, submission = str(derived["dashboardURL"]), str(derived["submissionId"])
+        dashboard = FakeDashboard(clock, job_plan=plan)
+        dashboard.submit_job(submission, str(template["spec"]["entrypoint"]))
+        dashboard.calls.clear()
+        dashboards[url] = dashboard
+        where[name] = (url, submission)
+    clock.at = None
+    return dashboards, where
+
+
+def _end_at(dashboard: FakeDashboard, submission: str, end: float) -> None:
+    """Make a running job end (SUCCEEDED) at `end`; plans are fixed at submission, so the
+    fake's job record is edited in place (an atomic reference swap, safe under reads)."""
+    job = dashboard._jobs[submission]
+    job.plan = replace(job.plan, running_s=end - job.submitted - (job.plan.pending_s or 0.0))
+
+
+def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> Run:
+    """Run the syncer at one scale, then the KubeRay models on the same end times."""
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(f"syncer: {text}", flush=True)
+
+    load_before = os.getloadavg()[0]
+    rss_base = _rss_mb()
+    started = time.time()  # when every job was (simulated to be) seen Running
+    server = ServerProcess(scale.jobs, scale.seed, started)
+    kube_client: KubeClient | None = None
+    syncer: Syncer | None = None
+    try:
+        say(f"{scale.jobs} jobs populated in {server.populate_s:.1f} s at {server.url}")
+        cost = measure_request_cost(server.url)
+        dashboards, where = _dashboards(scale.jobs, server.template_intent, started)
+        rss_dashboards = _rss_mb()
+        kube_client = _kube_client(server.url)
+        kube = RecordingKube(kube_client)
+        options = Options(
+            namespaces=(NAMESPACE,), dashboard_budget_rps=scale.budget_rps, workers=scale.workers
+        )
+        syncer = Syncer(kube, options, dashboards=lambda url: dashboards[url])
+        warmup_s = _warm_up(syncer, scale)
+        say(
+            f"warm-up (lists, then a pass of every job) {warmup_s:.1f} s: "
+            f"{syncer.dashboards.requests.total()} dashboard requests, "
+            f"{kube.verbs.total()} writes"
+        )
+        t0 = time.time()
+        rng = random.Random(scale.seed)
+        ends = {
+            job_name(i): t0 + scale.lead_s + rng.random() * scale.spread_s
+            for i in range(scale.jobs)
+        }
+        for name, end in ends.items():
+            url, submission = where[name]
+            _end_at(dashboards[url], submission, end)
+        server.end_jobs(ends)
+        window = _Window(syncer, kube_client, t0, say if verbose else None)
+        stop_at = max(ends.values()) + 60.0 + scale.jobs / scale.budget_rps
+        while len(kube.finished) < scale.jobs and time.time() < stop_at:
+            time.sleep(0.25)
+            window.sample(len(kube.finished))
+        t_done = max(kube.finished.values()) if len(kube.finished) == scale.jobs else time.time()
+        window.sample(len(kube.finished), force=True)
+        rss_peak = _rss_mb("VmHWM")
+        if verbose:
+            say(f"writes {dict(sorted(kube.verbs.items()))}; stats {dict(syncer.stats)}")
+        syncer.stop()
+        syncer = None
+        report = server.stop()
+    finally:
+        if syncer is not None:
+            syncer.stop()
+        server.kill()
+        if kube_client is not None:
+            kube_client.close()
+    delays = [kube.finished[n] - end for n, end in ends.items() if n in kube.finished]
+    job_hours = sum(min(end, t_done) - t0 for end in ends.values()) / 3600
+    ours = Figures(
+        "syncer",
+        delays,
+        scale.jobs - len(delays),
+        window.dashboard_requests,
+        window.kube_requests,
+        job_hours,
+        t_done - t0,
+        peak_dashboard_rps=window.peak_rps,
+        cpu_s=window.cpu_s,
+        peak_cores=window.peak_cores,
+    )
+    models = [
+        kuberay_model(ends, t0, cost, events=False),
+        kuberay_model(ends, t0, cost, events=True),
+    ]
+    return Run(
+        scale=scale,
+        syncer=ours,
+        models=models,
+        request_cost_s=cost,
+        warmup_s=warmup_s,
+        populate_s=server.populate_s,
+        rss_base_mb=rss_base,
+        rss_dashboards_mb=rss_dashboards - rss_base,
+        rss_increase_mb=rss_peak - rss_dashboards,
+        server=report,
+        load=(load_before, os.getloadavg()[0]),
+    )
+
+
+def _warm_up(syncer: Syncer, scale: Scale) -> float:
+    """Start the syncer; wait until every job was seen Running and nothing is queued."""
+    started = time.perf_counter()
+    syncer.start()
+    deadline = time.monotonic() + 120 + 4 * scale.jobs / scale.budget_rps
+    while True:
+        seen = sum(1 for state in syncer.states.values() if state == rayjob.RUNNING)
+        if seen == scale.jobs and syncer.queue.ready() == 0:
+            return time.perf_counter() - started
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"warm-up: {seen} of {scale.jobs} jobs seen Running")
+        time.sleep(0.2)
+
+
+class _Window:
+    """Counters over the measured window, sampled about once a second."""
+
+    def __init__(
+        self,
+        syncer: Syncer,
+        kube: KubeClient,
+        t0: float,
+        say: Callable[[str], None] | None,
+    ) -> None:
+        self._syncer = syncer
+        self._kube = kube
+        self._t0 = t0
+        self._say = say
+        self._dashboard0 = syncer.dashboards.requests.total()
+        self._kube0 = kube.requests
+        self._cpu0 = time.process_time()
+        self._last = (time.monotonic(), self._dashboard0, self._cpu0)
+        self._cpu_marks: deque[tuple[float, float]] = deque([(self._last[0], self._cpu0)])
+        self.peak_rps = 0.0
+        self.peak_cores = 0.0
+        self.dashboard_requests = 0
+        self.kube_requests = 0
+        self.cpu_s = 0.0
+
+    def sample(self, finished: int, *, force: bool = False) -> None:
+        """Update the totals; the peaks over each second (requests) and 10 s (CPU)."""
+        now, dashboard, cpu = (
+            time.monotonic(),
+            self._syncer.dashboards.requests.total(),
+            time.process_time(),
+        )
+        self.dashboard_requests = dashboard - self._dashboard0
+        self.kube_requests = self._kube.requests - self._kube0
+        self.cpu_s = cpu - self._cpu0
+        last_time, last_dashboard, _ = self._last
+        if now - last_time < 1.0 and not force:
+            return
+        rate = (dashboard - last_dashboard) / max(now - last_time, 1e-9)
+        self.peak_rps = max(self.peak_rps, rate)
+        self._last = (now, dashboard, cpu)
+        self._cpu_marks.append((now, cpu))
+        while now - self._cpu_marks[0][0] > 10.0:
+            self._cpu_marks.popleft()
+        first_time, first_cpu = self._cpu_marks[0]
+        if now - first_time >= 5.0:
+            self.peak_cores = max(self.peak_cores, (cpu - first_cpu) / (now - first_time))
+        if self._say is not None:
+            self._say(
+                f"t={time.time() - self._t0:6.1f} s ready={self._syncer.queue.ready()} "
+                f"finished={finished} dashboard={rate:.0f}/s "
+                f"kube={self.kube_requests} cpu={self.cpu_s:.1f} s rss={_rss_mb():.0f} MB"
+            )
+
+
+# --- KubeRay's model ---------------------------------------------------------------------------
+
+
+def kuberay_model(
+    ends: dict[str, float],
+    t0: float,
+    cost: float,
+    *,
+    events: bool,
+    requeue_s: float = KUBERAY_REQUEUE_S,
+) -> Figures:
+    """KubeRay's RayJob loop at concurrency 1 on a simulated clock.
+
+    Every reconcile of a running RayJob makes one GetJobInfo (`cost` seconds) and requeues
+    after `requeue_s`; the pass that sees the job ended also updates the status (another
+    `cost`) and does not requeue. Keys wait in a FIFO without duplicates, as in
+    client-go's work queue. The loop runs from a steady state (every job due at a random
+    point of one cycle before t0). With `events`, a job's end also queues its key (the
+    owned submitter Job's watch event).
+    """
+    names = list(ends)
+    rng = random.Random(len(names))
+    cycle = max(requeue_s, len(names) * cost)
+    clock = t0 - 2 * cycle
+    timers: list[tuple[float, str]] = [(clock + rng.random() * cycle, n) for n in names]
+    heapq.heapify(timers)
+    arrivals = sorted((end, n) for n, end in ends.items()) if events else []
+    ready: deque[str] = deque()
+    queued: set[str] = set()
+    finished: dict[str, float] = {}
+    gets = writes = 0
+    horizon = max(ends.values()) + 10 * cycle + 60
+
+    def enqueue(name: str) -> None:
+        if name not in queued and name not in finished:
+            queued.add(name)
+            ready.append(name)
+
+    arrival = 0
+    while len(finished) < len(names) and clock < horizon:
+        while timers and timers[0][0] <= clock:
+            enqueue(heapq.heappop(timers)[1])
+        while arrival < len(arrivals) and arrivals[arrival][0] <= clock:
+            enqueue(arrivals[arrival][1])
+            arrival += 1
+        if not ready:
+            upcoming = [timers[0][0]] if timers else []
+            if arrival < len(arrivals):
+                upcoming.append(arrivals[arrival][0])
+            if not upcoming:
+                break
+            clock = min(upcoming)
+            continue
+        name = ready.popleft()
+        queued.discard(name)
+        answered = clock + cost / 2  # the dashboard's view, mid-request
+        clock += cost
+        if clock >= t0:
+            gets += 1
+        if ends[name] <= answered:
+            clock += cost  # the status update
+            writes += KUBERAY_FINISH_WRITES
+            finished[name] = clock
+        else:
+            heapq.heappush(timers, (clock + requeue_s, name))
+    delays = [finished[n] - ends[n] for n in names if n in finished]
+    t_done = max(finished.values()) if len(finished) == len(names) else horizon
+    job_hours = sum(min(end, t_done) - t0 for end in ends.values()) / 3600
+    label = "kuberay model + Job events" if events else "kuberay model"
+    return Figures(
+        label,
+        delays,
+        len(names) - len(delays),
+        gets,
+        writes,
+        job_hours,
+        t_done - t0,
+        notes={"sweep_s": f"{len(names) * cost:.2f}"},
+    )
+
+
+# --- report ------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:,.{digits}f}"
+
+
+def report(run: Run) -> list[str]:
+    """The printed lines of one run."""
+    scale, ours = run.scale, run.syncer
+    sides = [ours, *run.models]
+    simulated = ["n/a (simulated)"] * len(run.models)
+    rows: list[tuple[str, list[str]]] = [
+        ("delay p50 (s)", [_fmt(f.percentile(0.5), 3) for f in sides]),
+        ("delay p95 (s)", [_fmt(f.percentile(0.95), 3) for f in sides]),
+        ("delay max (s)", [_fmt(f.percentile(1.0), 3) for f in sides]),
+        ("not published", [str(f.missing) for f in sides]),
+        ("dashboard req / job-hour", [_fmt(f.dashboard_per_job_hour, 0) for f in sides]),
+        ("kubernetes req / job-hour", [_fmt(f.kube_per_job_hour, 0) for f in sides]),
+        ("peak dashboard req/s (1 s)", [_fmt(ours.peak_dashboard_rps, 0), *simulated]),
+        ("CPU, cores (mean)", [_fmt(ours.cores), *simulated]),
+        ("CPU, cores (peak 10 s)", [_fmt(ours.peak_cores), *simulated]),
+        ("peak RSS (MB)", [_fmt(run.syncer_rss_mb, 0), *simulated]),
+    ]
+    width = max(len(r[0]) for r in rows) + 1
+    column = max(len(f.name) for f in sides) + 2
+    server = run.server
+    lines = [
+        f"{scale.jobs} RayJobs (K8sJobMode, one 1-pod cluster each) end "
+        f"{scale.lead_s:.0f}-{scale.lead_s + scale.spread_s:.0f} s into the window; "
+        f"dashboard budget {scale.budget_rps:.0f} req/s, {scale.workers} workers; "
+        f"load average {run.load[0]:.1f} before, {run.load[1]:.1f} after",
+        f"set-up: populate {run.populate_s:.1f} s (server process), warm-up "
+        f"{run.warmup_s:.1f} s; window {ours.window_s:.1f} s, {ours.job_hours:.2f} job-hours",
+        f"model cost: a loopback HTTP GET takes {run.request_cost_s * 1000:.2f} ms (median), "
+        f"so a KubeRay sweep of every job takes {scale.jobs * run.request_cost_s:.2f} s",
+        f"{'':{width}}" + "".join(f"{f.name:>{column}}" for f in sides),
+    ]
+    lines.extend(
+        f"{label:{width}}" + "".join(f"{v:>{column}}" for v in values) for label, values in rows
+    )
+    lines.append(
+        f"RSS: interpreter and imports {run.rss_base_mb:.0f} MB + syncer "
+        f"{run.rss_increase_mb:.0f} MB (not counted: {run.rss_dashboards_mb:.0f} MB of simulated "
+        f"dashboards); CPU {ours.cpu_s or 0:.1f} s over the window"
+    )
+    lines.append(
+        f"fake API server process: CPU {_fmt(server.get('cpu_s'), 1)} s over the window, "
+        f"peak RSS {_fmt(server.get('peak_rss_mb'), 0)} MB; submitters ended late by "
+        f"{_fmt(server.get('kubelet_lag_p95_s'), 3)} s (p95), "
+        f"{_fmt(server.get('kubelet_lag_max_s'), 3)} s (max); errors {server.get('kubelet_errors')}"
+    )
+    lines.extend(_targets(run))
+    return lines
+
+
+def _targets(run: Run) -> list[str]:
+    ours, jobs = run.syncer, run.scale.jobs
+    checks: list[tuple[str, bool]] = []
+    if jobs <= 1000:
+        checks.append(("p95 <= 1 s", ours.percentile(0.95) <= 1.0))
+    else:
+        checks.append(("p95 <= 10 s", ours.percentile(0.95) <= 10.0))
+        checks.append(("RSS <= 200 MB", run.syncer_rss_mb <= 200))
+        checks.append(("CPU <= 1 core", (ours.cores or 0) <= 1.0))
+        checks.append(
+            (
+                f"dashboard <= {run.scale.budget_rps:.0f} req/s",
+                (ours.peak_dashboard_rps or 0) <= run.scale.budget_rps * 1.05,
+            )
+        )
+    return ["targets: " + ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in checks)]
+
+
+def main(argv: Sequence[str] | None = None) -> list[Run]:
+    """`python -m bench syncer [--jobs N ...] [--budget RPS] [--lead S] [--spread S]`."""
+    parser = argparse.ArgumentParser(prog="python -m bench syncer")
+    parser.add_argument("--jobs", type=int, action="append", help="a scale (repeatable)")
+    parser.add_argument("--budget", type=float, default=200.0, help="dashboard req/s")
+    parser.add_argument("--lead", type=float, help="seconds before the first job ends")
+    parser.add_argument("--spread", type=float, help="seconds over which the jobs end")
+    parser.add_argument("--verbose", action="store_true", help="print progress every second")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.serve:
+        serve(args.jobs[0], args.seed, args.started)
+        return []
+    runs = []
+    for jobs in args.jobs or SCALES:
+        scale = Scale.default(jobs, args.budget)
+        if args.lead is not None:
+            scale = replace(scale, lead_s=args.lead)
+        if args.spread is not None:
+            scale = replace(scale, spread_s=args.spread)
+        run = run_syncer(scale, verbose=args.verbose)
+        for line in report(run):
+            print(f"syncer: {line}", flush=True)
+        runs.append(run)
+    return runs
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()

@@ -1,0 +1,147 @@
+"""The syncer benchmark at a tiny scale, and the engine behaviours its figures rest on.
+
+`python -m bench syncer` is run by hand (its 10,000-job run takes minutes); this runs the
+same code with five jobs and checks that every figure is produced, without asserting
+any timing. The unit tests below pin what the engine does so that thousands of jobs
+stay cheap: events overtake due polls, a watch event is never answered with an older
+dashboard answer, and a write's own echo triggers no pass.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench.syncer import Scale, kuberay_model, report, run_syncer
+from syncer import rayjob
+from syncer.informer import same_content
+from syncer.loop import POLL_SHARE, DashboardPool, Options, Syncer
+from syncer.workqueue import WorkQueue
+from tests.syncer.fakedashboard import FakeDashboard, JobPlan, ManualClock
+
+
+def test_the_benchmark_produces_every_figure_for_five_jobs() -> None:
+    run = run_syncer(Scale(jobs=5, lead_s=1.0, spread_s=2.0), quiet=True)
+    ours = run.syncer
+    assert ours.missing == 0
+    assert len(ours.delays) == 5
+    assert all(delay >= 0 for delay in ours.delays)  # nothing is published before Ray ends
+    assert ours.dashboard_requests > 0
+    assert ours.kube_requests > 0
+    assert ours.job_hours > 0
+    assert ours.cpu_s is not None and ours.cpu_s > 0
+    assert ours.peak_dashboard_rps is not None
+    assert run.rss_base_mb > 0
+    assert run.syncer_rss_mb >= run.rss_base_mb
+    assert run.request_cost_s > 0
+    assert run.server.get("kubelet_ends") == 5
+    assert [model.name for model in run.models] == ["kuberay model", "kuberay model + Job events"]
+    for model in run.models:
+        assert model.missing == 0
+        assert len(model.delays) == 5
+    text = "\n".join(report(run))
+    for figure in (
+        "delay p50",
+        "delay p95",
+        "dashboard req / job-hour",
+        "kubernetes req / job-hour",
+        "peak RSS",
+        "CPU, cores",
+        "targets: p95 <= 1 s",
+    ):
+        assert figure in text
+
+
+def test_kuberay_model_sweeps_one_job_at_a_time() -> None:
+    # 100 jobs at 0.1 s a request: a sweep takes 10 s, longer than the 3 s requeue, so a
+    # job waits for its turn in the sweep (and a job that ended costs a second request,
+    # the status update); with the Job's watch event it is queued at its end, behind
+    # whatever is queued then.
+    t0 = 1_000.0
+    ends = {f"job{i}": t0 + 20 + i * 0.05 for i in range(100)}
+    plain = kuberay_model(ends, t0, 0.1, events=False)
+    assert plain.missing == 0
+    assert max(plain.delays) <= 100 * 0.2 + 0.1 + 1e-6  # at worst a sweep of ended jobs
+    assert plain.percentile(0.5) > 1.0
+    assert plain.dashboard_requests >= 100 * 2  # every job asked at least twice in 20 s
+    assert plain.kube_requests == 3 * 100  # status update, RayCluster delete, its Event
+    quick = kuberay_model({"a": t0 + 10}, t0, 0.001, events=True)
+    assert quick.delays[0] <= 0.003
+    assert math.isclose(quick.percentile(0.95), quick.delays[0])
+
+
+def test_events_are_handed_out_before_due_timers() -> None:
+    clock = ManualClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    for key in ("poll-1", "poll-2", "poll-3"):
+        queue.add_after(key, 1.0)
+    clock.advance(2.0)
+    queue.add("event")
+    queue.add_after("batched", 0.5, urgent=True)
+    clock.advance(1.0)
+    queue.add("poll-2")  # an event for a key whose poll is already due: it moves up
+    order: list[str] = []
+    while (taken := queue.get(0)) is not None:
+        order.append(taken)
+        queue.done(taken)
+    assert order == ["event", "poll-2", "batched", "poll-1", "poll-3"]
+    assert queue.ready() == 0
+
+
+def test_a_key_added_while_active_is_processed_once_more() -> None:
+    queue: WorkQueue[str] = WorkQueue(clock=ManualClock(0.0))
+    queue.add("a")
+    assert queue.get(0) == "a"
+    queue.add("a")
+    queue.add("a")
+    assert queue.get(0) is None  # not while it is being worked on
+    queue.done("a")
+    assert queue.get(0) == "a"
+    queue.done("a")
+    assert queue.get(0) is None
+
+
+def test_a_dashboard_answer_older_than_the_event_is_not_reused() -> None:
+    clock = ManualClock(100.0)
+    dashboard = FakeDashboard(clock, job_plan=JobPlan(pending_s=0.0, running_s=None))
+    dashboard.submit_job("job-1", "python x.py")
+    pool = DashboardPool(lambda url: dashboard, budget_rps=1000.0, clock=clock)
+    first = pool.facts("http://head:8265")
+    assert first.jobs["job-1"]["status"] == "RUNNING"
+    clock.advance(0.1)
+    assert pool.facts("http://head:8265") is first  # young enough, shared
+    assert pool.facts("http://head:8265", since=clock() - 0.2) is first
+    event = clock()
+    assert pool.facts("http://head:8265", since=event) is not first  # asked again
+    assert dashboard.calls["list_jobs"] == 2
+
+
+def test_a_change_only_of_the_resource_version_is_no_change() -> None:
+    before = {"kind": "Job", "metadata": {"name": "a", "resourceVersion": "1"}, "status": {}}
+    echo = {"kind": "Job", "metadata": {"name": "a", "resourceVersion": "2"}, "status": {}}
+    changed = {"kind": "Job", "metadata": {"name": "a", "resourceVersion": "3"}, "status": {"x": 1}}
+    assert same_content(before, echo)
+    assert not same_content(before, changed)
+    assert not same_content(before, {**echo, "metadata": {"name": "b", "resourceVersion": "1"}})
+
+
+def test_polls_share_the_dashboard_budget_between_running_jobs() -> None:
+    syncer = Syncer(
+        kube=None,  # type: ignore[arg-type]  # never called: no informer is started
+        options=Options(namespaces=("ns",), dashboard_budget_rps=200.0, poll_interval_s=3.0),
+        dashboards=lambda url: FakeDashboard(),
+    )
+    assert syncer.poll_interval() == 3.0
+    with syncer._lock:
+        for index in range(10_000):
+            syncer._set_state_locked(("RayJob", "ns", f"j{index}"), rayjob.RUNNING)
+    assert math.isclose(syncer.poll_interval(), 10_000 / (200.0 * POLL_SHARE))
+    settings = syncer.settings()
+    assert 0.8 * 100.0 <= settings.poll_interval_s <= 1.2 * 100.0
+    assert (
+        settings.submitter_finished_timeout_s
+        == syncer.options.settings.submitter_finished_timeout_s
+    )
+    with syncer._lock:
+        syncer._set_state_locked(("RayJob", "ns", "j0"), rayjob.COMPLETE)
+        syncer._set_state_locked(("RayJob", "ns", "j1"), None)
+    assert math.isclose(syncer.poll_interval(), 9_998 / (200.0 * POLL_SHARE))

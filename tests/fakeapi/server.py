@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from aiohttp import web
+from aiohttp.client_exceptions import ClientConnectionResetError
 
 from tests.fakeapi import kinds
 from tests.fakeapi.errors import ApiError, bad_request, conflict, not_found, status_object
@@ -700,6 +701,8 @@ class FakeApiServer:
                 return response
             await response.write_eof()
             return response
+        except ClientConnectionResetError:
+            return response  # the client went away mid-stream, as watch clients do
         finally:
             self._streams.discard(stream)
             if watcher is not None:

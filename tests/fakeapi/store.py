@@ -504,7 +504,16 @@ class Store:
             self._set_manager(obj, field_manager, operation, fields, None, replace=True)
             if dry_run:
                 return obj
-            return copy.deepcopy(self._commit(kind, obj, None))
+            created = copy.deepcopy(self._commit(kind, obj, None))
+            self._collect_orphan(kind, obj)
+            return created
+
+    def _collect_orphan(self, kind: Kind, obj: Manifest) -> None:
+        """Like the real garbage collector (later, there): an object all of whose owners are
+        gone (by uid) is deleted. It happens when a writer's cache still held the owner."""
+        refs = obj["metadata"].get("ownerReferences") or []
+        if refs and not any(self._by_uid(ref.get("uid", "")) for ref in refs):
+            self._delete(kind, obj, "Background")
 
     def _check_type(self, kind: Kind, body: Manifest) -> None:
         api_version, body_kind = body.get("apiVersion"), body.get("kind")

@@ -1,35 +1,42 @@
 """The syncer with N active RayJobs against the fake API server, beside a model of KubeRay.
 
 Not a timed test: `python -m bench syncer` runs 100 then 10,000 RayJobs (each on its own
-one-pod cluster, K8sJobMode), `python -m bench syncer --jobs 100` one scale. It prints, for
-the syncer and for KubeRay's model measured in the same run:
+one-pod cluster, K8sJobMode; each scale in a fresh process), `python -m bench syncer
+--jobs 100` one scale (`--spread`, `--lead`, `--budget`, `--verbose`). It prints, for the
+syncer and for KubeRay's model run on the same end times:
 
 - the delay from a Ray job's end to the published Complete status (p50, p95, max);
-- dashboard and Kubernetes API requests per job-hour;
-- the syncer's peak RSS and CPU.
+- dashboard and Kubernetes API requests (and writes) per job-hour;
+- the syncer's peak RSS and CPU (mean, and the busiest 10 s), its peak dashboard rate.
 
 How it is set up:
 
 - The fake API server runs in a subprocess (`python -m bench.syncer --serve`), so its
-  memory and CPU are not the syncer's. It is populated in process, through the store's own
-  create and status-patch code (defaults, resourceVersions, watch history): per job the
-  intent ConfigMap (one RayJob rendered by the renderer, cloned under N names), the head
-  Pod (Running and Ready), the submitter Job and its Pod (already ungated, Running).
-- The syncer runs in this process and talks REST to it. Each cluster has its own
-  `FakeDashboard` on the real clock whose job is already RUNNING. Once the syncer has
-  published Running for every job (the warm-up), each Ray job is given an end time spread
-  over a window; at that moment a "kubelet" in the server process marks the submitter
-  Pod Succeeded and its Job Complete over REST (as `ray job logs --follow` returns and
-  the Job controller reacts), which is the event the syncer sees.
+  memory and CPU are not the syncer's. It is populated through its store: the first job's
+  objects go through the store's create and status-patch code (the intent ConfigMap of a
+  RayJob rendered by the renderer; the head Pod, Running and Ready; the submitter Job and
+  its Pod, already ungated and Running), the others are clones under their own names and
+  UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
+  Running, so the run starts as a syncer (re)starting among 10,000 running jobs.
+- The syncer runs in this process and talks REST to the server. Each cluster has its own
+  `FakeDashboard` on the real clock, its job RUNNING. After the warm-up (lists, then one
+  pass of every job), each Ray job gets an end time spread over the window; at that moment
+  a "kubelet" in the server process marks the submitter Pod Succeeded and its Job Complete
+  (as `ray job logs --follow` returns and the Job controller reacts), writing through the
+  store's patch code (watchers get the same events a REST PATCH makes) so the fake
+  server's capacity is left to the syncer. That is the event the syncer reacts to.
 - Delay = when the syncer's write of the Complete status returned, minus the job's end.
-- Requests are counted over the measured window (t0: end of warm-up; until the last
-  Complete is published) and divided by the jobs' running time inside it.
+- Requests are counted over the window (from the end of the warm-up to the last Complete
+  published) and divided by the jobs' running time inside it. RSS is VmHWM less what the
+  simulated dashboards took; the interpreter and imports are reported on their own.
 - KubeRay's model (one `GetJobInfo` per RayJob per reconcile, requeue after 3 s, one
-  reconcile at a time) is a discrete-event simulation on a simulated clock: each
-  reconcile costs the median latency of a real loopback HTTP GET measured in this run,
-  finishing one costs a second round trip (the status update). It is simulated twice:
-  on requeues only, and with the watch event of the submitter Job completing (KubeRay
-  owns the Job, so that event queues the RayJob at once, behind any queued keys).
+  reconcile at a time) is a discrete-event simulation on a simulated clock, not slept
+  through: each reconcile costs the median latency of a real loopback HTTP GET measured in
+  this run; finishing a job costs a second round trip (the status update), and counts
+  KubeRay's three writes (status, RayCluster delete, its Event; its reads come from
+  informer caches). It is simulated twice: on requeues only, and with the watch event of
+  the submitter Job completing (KubeRay owns the Job, so that event queues the RayJob at
+  once, behind any keys already queued). It has no CPU or memory figures.
 """
 
 from __future__ import annotations
@@ -139,6 +146,7 @@ class Figures:
     missing: int
     dashboard_requests: int
     kube_requests: int
+    kube_writes: int
     job_hours: float
     window_s: float
     peak_dashboard_rps: float | None = None
@@ -163,6 +171,11 @@ class Figures:
     def kube_per_job_hour(self) -> float:
         """Kubernetes API requests per job-hour."""
         return self.kube_requests / self.job_hours if self.job_hours else math.nan
+
+    @property
+    def writes_per_job_hour(self) -> float:
+        """Kubernetes API writes per job-hour."""
+        return self.kube_writes / self.job_hours if self.job_hours else math.nan
 
     @property
     def cores(self) -> float | None:
@@ -557,14 +570,17 @@ def serve(jobs: int, seed: int, started: float) -> int:
     return 0
 
 
+def _child_env() -> dict[str, str]:
+    """This environment, with the repository importable."""
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
 class ServerProcess:
     """The fake API server subprocess, spoken to over its stdin/stdout."""
 
     def __init__(self, jobs: int, seed: int, started: float) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        }
+        env = _child_env()
         self._process = subprocess.Popen(
             [
                 sys.executable,
@@ -847,7 +863,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
             url, submission = where[name]
             _end_at(dashboards[url], submission, end)
         server.end_jobs(ends)
-        window = _Window(syncer, kube_client, t0, say if verbose else None)
+        window = _Window(syncer, kube_client, kube.verbs.total, t0, say if verbose else None)
         stop_at = max(ends.values()) + 60.0 + scale.jobs / scale.budget_rps
         while len(kube.finished) < scale.jobs and time.time() < stop_at:
             time.sleep(0.25)
@@ -874,6 +890,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         scale.jobs - len(delays),
         window.dashboard_requests,
         window.kube_requests,
+        window.kube_writes,
         job_hours,
         t_done - t0,
         peak_dashboard_rps=window.peak_rps,
@@ -920,11 +937,14 @@ class _Window:
         self,
         syncer: Syncer,
         kube: KubeClient,
+        writes: Callable[[], int],
         t0: float,
         say: Callable[[str], None] | None,
     ) -> None:
         self._syncer = syncer
         self._kube = kube
+        self._writes = writes
+        self._writes0 = writes()
         self._t0 = t0
         self._say = say
         self._dashboard0 = syncer.dashboards.requests.total()
@@ -936,6 +956,7 @@ class _Window:
         self.peak_cores = 0.0
         self.dashboard_requests = 0
         self.kube_requests = 0
+        self.kube_writes = 0
         self.cpu_s = 0.0
 
     def sample(self, finished: int, *, force: bool = False) -> None:
@@ -947,6 +968,7 @@ class _Window:
         )
         self.dashboard_requests = dashboard - self._dashboard0
         self.kube_requests = self._kube.requests - self._kube0
+        self.kube_writes = self._writes() - self._writes0
         self.cpu_s = cpu - self._cpu0
         last_time, last_dashboard, _ = self._last
         if now - last_time < 1.0 and not force:
@@ -1042,6 +1064,7 @@ def kuberay_model(
         delays,
         len(names) - len(delays),
         gets,
+        writes,  # its reads come from its informer caches
         writes,
         job_hours,
         t_done - t0,
@@ -1072,6 +1095,7 @@ def report(run: Run) -> list[str]:
         ("not published", [str(f.missing) for f in sides]),
         ("dashboard req / job-hour", [_fmt(f.dashboard_per_job_hour, 0) for f in sides]),
         ("kubernetes req / job-hour", [_fmt(f.kube_per_job_hour, 0) for f in sides]),
+        ("  of which writes", [_fmt(f.writes_per_job_hour, 0) for f in sides]),
         ("peak dashboard req/s (1 s)", [_fmt(ours.peak_dashboard_rps, 0), *simulated]),
         ("CPU, cores (mean)", [_fmt(ours.cores), *simulated]),
         ("CPU, cores (peak 10 s)", [_fmt(ours.peak_cores), *simulated]),
@@ -1128,7 +1152,11 @@ def _targets(run: Run) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> list[Run]:
-    """`python -m bench syncer [--jobs N ...] [--budget RPS] [--lead S] [--spread S]`."""
+    """`python -m bench syncer [--jobs N ...] [--budget RPS] [--lead S] [--spread S]`.
+
+    Several scales run one after another, each in a process of its own; returns the runs
+    made in this process.
+    """
     parser = argparse.ArgumentParser(prog="python -m bench syncer")
     parser.add_argument("--jobs", type=int, action="append", help="a scale (repeatable)")
     parser.add_argument("--budget", type=float, default=200.0, help="dashboard req/s")
@@ -1142,8 +1170,23 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     if args.serve:
         serve(args.jobs[0], args.seed, args.started)
         return []
+    scales = args.jobs or list(SCALES)
+    if len(scales) > 1:
+        # One process per scale, so each measures its memory from a fresh interpreter.
+        options = [f"--budget={args.budget}", *(["--verbose"] if args.verbose else [])]
+        for name, value in (("lead", args.lead), ("spread", args.spread)):
+            if value is not None:
+                options.append(f"--{name}={value}")
+        for jobs in scales:
+            subprocess.run(
+                [sys.executable, "-m", "bench.syncer", f"--jobs={jobs}", *options],
+                check=True,
+                cwd=REPO,
+                env=_child_env(),
+            )
+        return []
     runs = []
-    for jobs in args.jobs or SCALES:
+    for jobs in scales:
         scale = Scale.default(jobs, args.budget)
         if args.lead is not None:
             scale = replace(scale, lead_s=args.lead)

@@ -215,21 +215,32 @@ _CONFIGMAP_META: Final = (
     "deletionTimestamp",
 )
 _STATUS_META: Final = ("name", "namespace", "resourceVersion", "labels", "deletionTimestamp")
-# What the syncer reads of a pod outside any Ray cluster (a submitter Job's pod): the
-# labels that route its events and find its Job; Job-controller and KubeRay labels go.
-_SUBMITTER_POD_LABELS: Final = frozenset(
+# The labels the syncer reads of a RayJob's submitter Job and its pods: they route events,
+# find a Job's pods and mark what the renderer made. The Job controller's and KubeRay's
+# labels (two of them UIDs) are not kept; Ray cluster pods keep all theirs.
+_SUBMITTER_LABELS: Final = frozenset(
     {naming.MANAGED_BY, naming.ORIGIN_KIND, naming.ORIGIN_NAME, *views.JOB_NAME_LABELS}
 )
 
 
-def project_pod(pod: Manifest) -> Manifest:
-    """`views.project_pod`, with a submitter pod's labels cut to those the syncer reads."""
-    projected = views.project_pod(pod)
-    meta = projected["metadata"]
-    labels = meta.get("labels") or {}
-    if naming.RAY_CLUSTER not in labels and any(k in labels for k in views.JOB_NAME_LABELS):
-        meta["labels"] = {k: v for k, v in labels.items() if k in _SUBMITTER_POD_LABELS}
+def _submitter_labels_only(
+    project: Callable[[Manifest], Manifest],
+) -> Callable[[Manifest], Manifest]:
+    """`project`, keeping of a RayJob's submitter objects only the labels the syncer reads."""
+
+    def projected(obj: Manifest) -> Manifest:
+        out = project(obj)
+        meta = out["metadata"]
+        labels = meta.get("labels") or {}
+        if labels.get(naming.ORIGIN_KIND) == "RayJob" and naming.RAY_CLUSTER not in labels:
+            meta["labels"] = {k: v for k, v in labels.items() if k in _SUBMITTER_LABELS}
+        return out
+
     return projected
+
+
+project_pod: Final = _submitter_labels_only(views.project_pod)
+project_job: Final = _submitter_labels_only(views.project_job)
 
 
 def _keeping_status(project: Callable[[Manifest], Manifest]) -> Callable[[Manifest], Manifest]:
@@ -347,7 +358,7 @@ class Syncer:
                 JOBS,
                 namespace,
                 label_selector=selector,
-                project=_keeping_status(views.project_job),
+                project=_keeping_status(project_job),
             )
             jobs.add_handler(self._on_owned)
             self.intents.append(intents)

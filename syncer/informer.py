@@ -276,8 +276,8 @@ class Informer:
             before = old.get(key)
             if before is None:
                 self._notify("ADDED", obj)
-            elif _version(before) != _version(obj):
-                self._notify("MODIFIED", obj)
+            elif _version(before) != _version(obj) and not same_content(before, obj):
+                self._notify("MODIFIED", obj)  # changed while the watch was away
         for key, obj in old.items():
             if key not in fresh:
                 self._notify("DELETED", obj)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from syncer.errors import ConflictError, NotLeaderError, SyncerError
-from syncer.kube import LEASES, Kube, Resource, WatchEvent
+from syncer.kube import LEASES, LIST_PAGE, Kube, Page, Resource, WatchEvent
 from syncer.kubetime import micro_time
 
 Manifest = dict[str, Any]
@@ -197,6 +197,22 @@ class GuardedKube:
     ) -> tuple[list[Manifest], str]:
         """Pass through."""
         return self._kube.list(resource, namespace, label_selector=label_selector)
+
+    def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int = LIST_PAGE,
+    ) -> Iterator[tuple[Page, str]]:
+        """Pass through, page by page (informers keep one page of full objects at a time)."""
+        pages = getattr(self._kube, "list_pages", None)
+        if pages is None:
+            items, version = self._kube.list(resource, namespace, label_selector=label_selector)
+            yield items, version
+            return
+        yield from pages(resource, namespace, label_selector=label_selector, limit=limit)
 
     def watch(
         self,

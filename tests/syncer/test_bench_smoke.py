@@ -145,3 +145,16 @@ def test_polls_share_the_dashboard_budget_between_running_jobs() -> None:
         syncer._set_state_locked(("RayJob", "ns", "j0"), rayjob.COMPLETE)
         syncer._set_state_locked(("RayJob", "ns", "j1"), None)
     assert math.isclose(syncer.poll_interval(), 9_998 / (200.0 * POLL_SHARE))
+
+
+def test_guarded_kube_lists_page_by_page_for_informers() -> None:
+    from syncer.kube import PODS
+    from syncer.leader import AlwaysLeader, GuardedKube
+
+    class Paged:
+        def list_pages(self, resource, namespace, *, label_selector=None, limit=100):
+            yield [{"metadata": {"name": "a"}}], "7"
+            yield [{"metadata": {"name": "b"}}], "7"
+
+    pages = list(GuardedKube(Paged(), AlwaysLeader()).list_pages(PODS, "ns"))  # type: ignore[arg-type]
+    assert [[o["metadata"]["name"] for o in page] for page, _ in pages] == [["a"], ["b"]]

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
-from syncer import kubetime, rayjob, views
+from syncer import events, rayjob, views
 from syncer.dashboard import Dashboard
 from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
 from syncer.informer import Informer
 from syncer.intent import IntentError, JobIntent, parse_job_intent
-from syncer.kube import CONFIGMAPS, EVENTS, JOBS, JSON_PATCH, PODS, Kube
+from syncer.kube import CONFIGMAPS, JOBS, JSON_PATCH, PODS, Kube
 from syncer.workqueue import WorkQueue
 
 Manifest = dict[str, Any]
@@ -690,38 +690,25 @@ class Syncer:
             if anchor
             else ("ConfigMap", naming.intent_configmap_name(intent.name))
         )
-        now = self.clock()
-        stamp = kubetime.format_time(now)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{intent.name}.{int(now * 1e6):x}",
-                "namespace": intent.namespace,
-                "labels": {naming.ORIGIN_KIND: "RayJob", naming.ORIGIN_NAME: intent.name},
-            },
-            "involvedObject": {
-                "apiVersion": "batch/v1" if kind == "Job" else "v1",
-                "kind": kind,
-                "name": name,
-                "namespace": intent.namespace,
-                **({"uid": anchor[2]} if anchor and anchor[2] else {}),
-            },
-            "reason": event.reason,
-            "message": f"RayJob {intent.name}: {event.message}"[:1024],
-            "type": event.type,
-            "source": {"component": SYNCER_MANAGER},
-            "reportingComponent": SYNCER_MANAGER,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
+        involved: Manifest = {
+            "apiVersion": "batch/v1" if kind == "Job" else "v1",
+            "kind": kind,
+            "name": name,
+            **({"uid": anchor[2]} if anchor and anchor[2] else {}),
         }
-        try:
-            self.kube.create(EVENTS, intent.namespace, body)
-        except NotLeaderError:
-            raise
-        except SyncerError as exc:  # events are best effort
-            _LOG.info("event not recorded reason=%s error=%s", event.reason, exc)
+        events.record(
+            self.kube,
+            events.build_event(
+                origin_kind="RayJob",
+                origin_name=intent.name,
+                namespace=intent.namespace,
+                involved=involved,
+                event_type=event.type,
+                reason=event.reason,
+                message=event.message,
+                now=self.clock(),
+            ),
+        )
 
     # --- publishing ------------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ objects of generations git dropped (DESIGN §1).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import logging
 import threading
@@ -19,7 +18,7 @@ from typing import Any, Final
 
 from renderer import naming
 from renderer.build import rayservice as rendered
-from syncer import kubetime, metrics, rayservice, views
+from syncer import events, metrics, rayservice, views
 from syncer.errors import (
     ConflictError,
     NotLeaderError,
@@ -28,7 +27,7 @@ from syncer.errors import (
 )
 from syncer.informer import Informer
 from syncer.intent import IntentError
-from syncer.kube import CONFIGMAPS, EVENTS, HTTPROUTES, PODS, SERVICES, Resource
+from syncer.kube import CONFIGMAPS, HTTPROUTES, PODS, SERVICES, Resource
 from syncer.loop import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER, Syncer
 
 Manifest = dict[str, Any]
@@ -254,7 +253,6 @@ class ServingController:
         self.stats: Counter[str] = Counter()
         self.states: dict[Key, str] = {}
         self._lock = threading.Lock()
-        self._event_ids = itertools.count()
         selector = syncer.options.label_selector
         self.configs: list[Informer] = []
         self.routes: list[Informer] = []
@@ -526,39 +524,26 @@ class ServingController:
         self, intent: rayservice.ServiceIntent, intent_cm: Manifest, event: rayservice.Event
     ) -> None:
         """Record a Kubernetes Event on the intent ConfigMap (best effort)."""
-        now = self.syncer.clock()
-        stamp = kubetime.format_time(now)
         meta = _meta(intent_cm)
-        body = {
+        involved: Manifest = {
             "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{intent.name}.{int(now * 1e6):x}{next(self._event_ids):x}",
-                "namespace": intent.namespace,
-                "labels": {naming.ORIGIN_KIND: KIND, naming.ORIGIN_NAME: intent.name},
-            },
-            "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "name": str(meta.get("name") or ""),
-                "namespace": intent.namespace,
-                **({"uid": meta["uid"]} if meta.get("uid") else {}),
-            },
-            "reason": event.reason,
-            "message": f"RayService {intent.name}: {event.message}"[:1024],
-            "type": event.type,
-            "source": {"component": SYNCER_MANAGER},
-            "reportingComponent": SYNCER_MANAGER,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
+            "kind": "ConfigMap",
+            "name": str(meta.get("name") or ""),
+            **({"uid": meta["uid"]} if meta.get("uid") else {}),
         }
-        try:
-            self.kube.create(EVENTS, intent.namespace, body)
-        except NotLeaderError:
-            raise
-        except SyncerError as exc:
-            _LOG.info("event not recorded reason=%s error=%s", event.reason, exc)
+        events.record(
+            self.kube,
+            events.build_event(
+                origin_kind=KIND,
+                origin_name=intent.name,
+                namespace=intent.namespace,
+                involved=involved,
+                event_type=event.type,
+                reason=event.reason,
+                message=event.message,
+                now=self.syncer.clock(),
+            ),
+        )
 
     def _failed(
         self,

@@ -1332,6 +1332,10 @@ class _Pass:
         actions.extend(self._label_actions())
         actions.extend(self.retires)
         actions.extend(self.events)
+        if not self.wakes and (self.gens or self.intent.generation is not None):
+            # Level-triggered: a switch or a label change also asks for the next look, since
+            # the echo of the syncer's own write is not an event it is woken by.
+            self.wakes.append(self.settings.poll_s if actions else self.settings.steady_poll_s)
         wake = min(self.wakes) if self.wakes else None
         return Decision(record, tuple(actions), wake)
 

@@ -205,7 +205,12 @@ class World:
 
     def step(self, *, crash_after: int | None = None) -> rs.Decision:
         """One pass; `crash_after=k` applies only the first k actions and loses the record."""
-        decision = rs.decide(self.observe(), self.settings)
+        observation = self.observe()
+        decision = rs.decide(observation, self.settings)
+        if observation.generations or observation.intent.generation is not None:
+            # Level-triggered: a pass never relies on a watch event (its own writes' echoes
+            # are not delivered) to look at a live RayService again.
+            assert decision.wake_after is not None, decision
         actions = decision.actions if crash_after is None else decision.actions[:crash_after]
         for action in actions:
             self.apply(action)

@@ -488,10 +488,13 @@ def test_status_configmap_is_owned_by_the_intent_and_annotates_it(rig: Rig) -> N
     # Steady state: passes keep coming (steady_poll_s = 0.5) but write nothing.
     writes = rig.serving.stats["status_writes"]
     deploys = len(rig.for_generation(gen).put_bodies)
-    time.sleep(1.5)
+    polls = rig.for_generation(gen).calls["get_serve_details"]
+    wait(
+        lambda: rig.for_generation(gen).calls["get_serve_details"] >= polls + 3,
+        "three more steady passes",
+    )
     assert rig.serving.stats["status_writes"] == writes
     assert len(rig.for_generation(gen).put_bodies) == deploys
-    assert rig.for_generation(gen).calls["get_serve_details"] >= 3
 
 
 def test_a_new_generation_that_fails_to_deploy_gets_no_traffic(rig: Rig) -> None:
@@ -508,7 +511,16 @@ def test_a_new_generation_that_fails_to_deploy_gets_no_traffic(rig: Rig) -> None
         lambda: rig.record().pending.apps.get("greeter", rs.App("")).status == "DEPLOY_FAILED",
         "DEPLOY_FAILED in the status",
     )
-    time.sleep(1.5)  # more than one intervalSeconds: a healthy generation would have moved
+    # More than one intervalSeconds *and* three passes that looked at the new generation: a
+    # healthy one would have moved by then (a bare sleep would pass on a starved syncer too).
+    polls, since = rig.for_generation(gen2).calls["get_serve_details"], time.monotonic()
+    wait(
+        lambda: (
+            rig.for_generation(gen2).calls["get_serve_details"] >= polls + 3
+            and time.monotonic() - since > 1.5
+        ),
+        "three passes over more than one interval",
+    )
     assert rig.weights() == {gen1: 100, gen2: 0}
     assert labelled_active(rig, gen1)
 

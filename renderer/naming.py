@@ -14,6 +14,9 @@ import string
 from types import MappingProxyType
 from typing import Any, Final
 
+from schemas.intent import INTENT_KEY as INTENT_KEY  # the contract's, named here too
+from schemas.intent import ROLE_INTENT as ROLE_INTENT
+
 # KubeRay's label keys (raycluster.md §1.3).
 RAY_CLUSTER: Final = "ray.io/cluster"
 RAY_NODE_TYPE: Final = "ray.io/node-type"
@@ -172,8 +175,6 @@ def is_dns1123_label(name: str) -> bool:
 # The intent ConfigMap: the renderer's record, for the syncer, of what git asked for
 # (the syncer has no access to git). One per RayJob / RayService.
 ROLE: Final = "kuberay.io/role"
-ROLE_INTENT: Final = "intent"
-INTENT_KEY: Final = "intent.json"
 # Set by the syncer (never by git): what the serve Service of a RayService selects,
 # and the pod annotation that asks a RayJob cluster pod to stop Ray and exit 0.
 SERVE_ACTIVE: Final = "kuberay.io/serve-active"

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
-from renderer.build import rayservice as rendered
-from renderer.rules import rayservice as rules
+from schemas import intent as contract
 from syncer.dashboard import ServeDetails
 from syncer.intent import IntentError
 from syncer.kubetime import format_time, parse_time
@@ -34,11 +33,11 @@ Manifest = dict[str, Any]
 # in git or on the live HTTPRoute, `kuberay.io/upgrade-abort` on the live HTTPRoute,
 # `kuberay.io/upgrade-progress-deadline-seconds` in git).
 
-INCREMENTAL: Final = rules.INCREMENTAL
-NEW_CLUSTER: Final = rendered.NEW_CLUSTER
-NONE: Final = rendered.NONE
+INCREMENTAL: Final = contract.INCREMENTAL
+NEW_CLUSTER: Final = contract.NEW_CLUSTER
+NONE: Final = contract.NONE
 # Set by a person on the live HTTPRoute (git does not declare them): pause and abort.
-ANN_PAUSED: Final = rendered.ANN_UPGRADE_PAUSED
+ANN_PAUSED: Final = contract.ANN_UPGRADE_PAUSED
 ANN_ABORT: Final = "kuberay.io/upgrade-abort"
 RUNNING: Final = "RUNNING"
 # Condition types and reasons (rayservice.md §10.2), plus the project's own.
@@ -129,7 +128,7 @@ class ServiceIntent:
     exclude_head: bool = False
     paused: bool = False
     progress_deadline_s: int | None = None
-    deletion_delay_s: int = rendered.DEFAULT_DELETION_DELAY
+    deletion_delay_s: int = contract.DEFAULT_DELETION_DELAY
     routing: Routing | None = None
 
     @property
@@ -147,7 +146,7 @@ def parse_service_intent(config_map: Manifest) -> ServiceIntent:
         intent = json.loads(data)
     except ValueError as exc:
         raise IntentError(f"{naming.INTENT_KEY} is not JSON: {exc}") from exc
-    if not isinstance(intent, dict) or intent.get("kind") != rendered.KIND:
+    if not isinstance(intent, dict) or intent.get("kind") != contract.RAYSERVICE:
         raise IntentError("not a RayService intent")
     meta = intent.get("metadata") or {}
     spec = intent.get("spec") or {}
@@ -180,7 +179,7 @@ def parse_service_intent(config_map: Manifest) -> ServiceIntent:
         paused=upgrade.get("paused") is True,
         progress_deadline_s=int(deadline) if deadline else None,
         deletion_delay_s=int(
-            upgrade.get("rayClusterDeletionDelaySeconds", rendered.DEFAULT_DELETION_DELAY)
+            upgrade.get("rayClusterDeletionDelaySeconds", contract.DEFAULT_DELETION_DELAY)
         ),
         routing=routing,
     )

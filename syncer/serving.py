@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final
 
 from renderer import naming
-from renderer.build import rayservice as rendered
+from schemas import intent as contract
 from syncer import events, metrics, rayservice, views
 from syncer.errors import (
     ConflictError,
@@ -34,7 +34,7 @@ Manifest = dict[str, Any]
 Key = tuple[str, str, str]  # ("RayService", namespace, name)
 _LOG = logging.getLogger(__name__)
 
-KIND: Final = rendered.KIND
+KIND: Final = contract.RAYSERVICE
 GATEWAYS: Final = Resource("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 PVCS: Final = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
@@ -115,7 +115,7 @@ def _pod_view(pod: Manifest) -> rayservice.Pod:
 
 
 def _serve_config(cm: Manifest) -> Manifest | None:
-    text = (cm.get("data") or {}).get(rendered.SERVE_CONFIG_JSON_KEY)
+    text = (cm.get("data") or {}).get(contract.SERVE_CONFIG_JSON_KEY)
     if not text:
         return None
     try:
@@ -262,7 +262,7 @@ class ServingController:
                 self.kube,
                 CONFIGMAPS,
                 namespace,
-                label_selector=f"{selector},{naming.ROLE}={rendered.ROLE_SERVE_CONFIG}",
+                label_selector=f"{selector},{naming.ROLE}={contract.ROLE_SERVE_CONFIG}",
             )
             configs.add_index(_INDEX, _service_of)
             routes = Informer(

@@ -53,10 +53,10 @@ from renderer.model import RayCluster, document_namespace, parse_raycluster
 from renderer.options import RenderOptions
 from renderer.rules.rayjob import check_rayjob
 from renderer.rules.versions import parse_ray_version
+from schemas.intent import INTENT_VERSION
 
 Manifest = dict[str, Any]
 
-INTENT_VERSION: Final = 1
 K8S_JOB_MODE: Final = "K8sJobMode"
 HTTP_MODE: Final = "HTTPMode"
 INTERACTIVE_MODE: Final = "InteractiveMode"

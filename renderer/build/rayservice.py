@@ -76,21 +76,24 @@ from renderer.errors import JsonPath, Problem
 from renderer.model import RayCluster, document_namespace, parse_raycluster
 from renderer.options import RenderOptions
 from renderer.rules.raycluster import KUBERAY_MANAGER
-from renderer.rules.rayservice import INCREMENTAL, check_rayservice
+from renderer.rules.rayservice import check_rayservice
+from schemas.intent import (
+    ANN_PROGRESS_DEADLINE,
+    ANN_UPGRADE_PAUSED,
+    DEFAULT_DELETION_DELAY,
+    INCREMENTAL,
+    INTENT_VERSION,
+    NEW_CLUSTER,
+    NONE,
+    RAYSERVICE,
+    ROLE_SERVE_CONFIG,
+    SERVE_CONFIG_JSON_KEY,
+    SERVE_CONFIG_KEY,
+)
 
 Manifest = dict[str, Any]
 
-KIND: Final = "RayService"
-INTENT_VERSION: Final = 1
-NEW_CLUSTER: Final = "NewCluster"
-NONE: Final = "None"
-DEFAULT_DELETION_DELAY: Final = 60  # rayClusterDeletionDelaySeconds (rayservice.md §2.1)
-SERVE_CONFIG_KEY: Final = "serveConfigV2"
-SERVE_CONFIG_JSON_KEY: Final = "serveConfigV2.json"
-ROLE_SERVE_CONFIG: Final = "serve-config"
-# The project's own upgrade controls (not KubeRay fields): read by the syncer from the intent.
-ANN_UPGRADE_PAUSED: Final = "kuberay.io/upgrade-paused"
-ANN_PROGRESS_DEADLINE: Final = "kuberay.io/upgrade-progress-deadline-seconds"
+KIND: Final = RAYSERVICE
 
 _CONFIG: Final[JsonPath] = ("spec", "rayClusterConfig")
 _HEAD_PORTS: Final[JsonPath] = (

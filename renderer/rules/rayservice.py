@@ -16,12 +16,11 @@ from renderer.errors import JsonPath, Problem
 from renderer.options import RenderOptions
 from renderer.rules import raycluster
 from renderer.rules.raycluster import as_dict, as_text
+from schemas.intent import INCREMENTAL, UPGRADE_TYPES
 
 Manifest = dict[str, Any]
 
 MAX_RAYSERVICE_NAME: Final = raycluster.MAX_RAYCLUSTER_NAME - 6  # room for `-xxxxx`
-INCREMENTAL: Final = "NewClusterWithIncrementalUpgrade"
-_UPGRADE_TYPES: Final = (INCREMENTAL, "NewCluster", "None")
 _ANN_INITIALIZING_TIMEOUT: Final = "ray.io/initializing-timeout"
 _CLUSTER: Final[JsonPath] = ("spec", "rayClusterConfig")
 _STRATEGY: Final[JsonPath] = ("spec", "upgradeStrategy")
@@ -101,7 +100,7 @@ def check_rayservice(doc: Manifest, options: RenderOptions) -> list[Problem]:
 
     strategy = as_dict(spec.get("upgradeStrategy"))
     kind = strategy.get("type")
-    if kind is not None and kind not in _UPGRADE_TYPES:
+    if kind is not None and kind not in UPGRADE_TYPES:
         problems.append(
             Problem(
                 (*_STRATEGY, "type"),

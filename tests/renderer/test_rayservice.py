@@ -14,6 +14,7 @@ from renderer import naming, sources
 from renderer.build import gateway, rayservice
 from renderer.errors import ManifestError, format_path
 from renderer.options import RenderOptions
+from schemas import intent as contract
 from tests.paths import SAMPLES
 from tests.validation import validate_object
 
@@ -263,7 +264,7 @@ def test_serve_config_map_holds_the_config_verbatim_and_as_json():
     assert json.loads(config_map["data"]["serveConfigV2.json"]) == {
         "applications": [{"name": "app", "import_path": "mod.app", "route_prefix": "/"}]
     }
-    assert config_map["metadata"]["labels"][naming.ROLE] == rayservice.ROLE_SERVE_CONFIG
+    assert config_map["metadata"]["labels"][naming.ROLE] == contract.ROLE_SERVE_CONFIG
 
 
 def test_invalid_serve_config_yaml_is_an_error():
@@ -664,8 +665,8 @@ def test_intent_records_spec_generation_and_routing():
     doc = rayservice_doc(
         upgradeStrategy=incremental_strategy(maxSurgePercent=20),
         annotations={
-            rayservice.ANN_UPGRADE_PAUSED: "true",
-            rayservice.ANN_PROGRESS_DEADLINE: "900",
+            contract.ANN_UPGRADE_PAUSED: "true",
+            contract.ANN_PROGRESS_DEADLINE: "900",
         },
         rayClusterDeletionDelaySeconds=30,
     )
@@ -690,8 +691,8 @@ def test_intent_records_spec_generation_and_routing():
             "namespace": "serving",
             "labels": {"team": "fruit"},
             "annotations": {
-                rayservice.ANN_UPGRADE_PAUSED: "true",
-                rayservice.ANN_PROGRESS_DEADLINE: "900",
+                contract.ANN_UPGRADE_PAUSED: "true",
+                contract.ANN_PROGRESS_DEADLINE: "900",
             },
         },
         "spec": expected_spec,
@@ -763,13 +764,13 @@ def test_intent_dashboard_url_follows_port_and_cluster_domain():
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        (rayservice.ANN_UPGRADE_PAUSED, "yes", 'expected "true" or "false", got \'yes\''),
+        (contract.ANN_UPGRADE_PAUSED, "yes", 'expected "true" or "false", got \'yes\''),
         (
-            rayservice.ANN_PROGRESS_DEADLINE,
+            contract.ANN_PROGRESS_DEADLINE,
             "10m",
             "expected a positive integer of seconds, got '10m'",
         ),
-        (rayservice.ANN_PROGRESS_DEADLINE, "0", "expected a positive integer of seconds, got '0'"),
+        (contract.ANN_PROGRESS_DEADLINE, "0", "expected a positive integer of seconds, got '0'"),
     ],
 )
 def test_bad_upgrade_annotations_are_errors(key, value, expected):

@@ -1060,4 +1060,20 @@ def test_shared_informer_resumes_after_dropped_watches_and_relists_after_compact
         _eventually(lambda: cached() == {"i2", "i3"})
         assert len(server.audit.records(verb="list", resource="configmaps", namespace=ns)) > lists
     finally:
-        informer.stop()  # type: ignore[no-untyped-call]  # kubernetes.informer is untyped
+        _stop_upstream_informer(informer, server)
+
+
+def _stop_upstream_informer(informer: SharedInformer, server: FakeApiServer) -> None:
+    """Stop the client's informer, which blocks in a watch read until its stream ends.
+
+    Its `stop()` only sets a flag the loop checks between events, then joins; with no event
+    coming (a loaded machine makes that likely) the join waits forever. Closing the streams
+    until the join returns ends the read.
+    """
+    stopping = threading.Thread(target=informer.stop, daemon=True)
+    stopping.start()
+    deadline = time.monotonic() + 20
+    while stopping.is_alive() and time.monotonic() < deadline:
+        server.faults.drop_watches()
+        stopping.join(0.2)
+    assert not stopping.is_alive(), "the upstream informer did not stop"

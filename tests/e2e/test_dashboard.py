@@ -57,7 +57,7 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def dashboard(ray_head: RayHead) -> HttpDashboard:
-    return HttpDashboard(ray_head.dashboard_url, timeout=10)
+    return HttpDashboard(ray_head.dashboard_url, timeout=30)  # a loaded 2-core machine
 
 
 def wait_job(dashboard: Dashboard, submission_id: str, statuses: set[str]) -> JobInfo:

@@ -13,10 +13,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar
 
 import click
 
@@ -168,20 +167,54 @@ def _run(action: object, *args: object) -> None:
         sys.exit(EXIT_INTERNAL)
 
 
-@click.group()
+PLUGIN_GROUP: Final = "kuberay.commands"
+
+
+def _plugin(entry: Any) -> click.Command | None:
+    try:
+        command = entry.load()
+    except ImportError:  # a plugin whose dependencies are missing: leave it out
+        return None
+    return command if isinstance(command, click.Command) else None
+
+
+class _PluginGroup(click.Group):
+    """A group whose plugin commands (`kuberay.commands` entry points) load on first use.
+
+    `kuberay render` never reads the entry points, so it does not import the syncer or the
+    `kubernetes` package; a plugin's module is imported only when its command is invoked,
+    or when `--help` lists every command.
+    """
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        from importlib import metadata  # imported only when a plugin is asked for
+
+        for entry in metadata.entry_points(group=PLUGIN_GROUP):
+            if entry.name == cmd_name and (command := _plugin(entry)) is not None:
+                self.add_command(command, entry.name)
+                return command
+        return None
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _load_plugins()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_PluginGroup)
 @click.version_option(package_name="kuberay-gitops")
 def main() -> None:
     """Compile KubeRay manifests into the plain Kubernetes objects KubeRay would create."""
 
 
 def _load_plugins() -> None:
-    """Commands other packages add (e.g. `kuberay status` from the syncer)."""
-    for entry in metadata.entry_points(group="kuberay.commands"):
-        try:
-            command = entry.load()
-        except ImportError:  # a plugin whose dependencies are missing: leave it out
-            continue
-        if isinstance(command, click.Command):
+    """Add every plugin command now (e.g. `kuberay status` from the syncer)."""
+    from importlib import metadata  # imported only here: see _PluginGroup
+
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        if entry.name not in main.commands and (command := _plugin(entry)) is not None:
             main.add_command(command, entry.name)
 
 
@@ -401,6 +434,3 @@ def _syncer_manifests(params: dict[str, object]) -> None:
 def syncer_manifests(**params: object) -> None:
     """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
     _run(_syncer_manifests, params)
-
-
-_load_plugins()

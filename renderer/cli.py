@@ -271,8 +271,10 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             raise click.UsageError(
                 "--gitops-config prints one object; it cannot go with --output-dir"
             )
-        fragment = gitops.argocd_fragment if tool == "argocd" else gitops.flux_fragment
-        sys.stdout.write(emit.dump(fragment(result.objects)))
+        if tool == "argocd":
+            sys.stdout.write(emit.dump_all(gitops.argocd_objects(result.objects)))
+        else:
+            sys.stdout.write(emit.dump(gitops.flux_fragment(result.objects)))
         return
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
@@ -338,8 +340,9 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
     "--gitops-config",
     type=click.Choice(["argocd", "flux"]),
     default=None,
-    help="Print, instead of the objects, the Argo CD Application or Flux Kustomization settings "
-    "that let the syncer own the rendered HTTPRoutes' rules.",
+    help="Print, instead of the objects, the Argo CD Application (and the argocd-cm health "
+    "scripts) or the Flux Kustomization (with health checks) that let the syncer own the "
+    "rendered HTTPRoutes' rules and show the jobs' and services' run-time health.",
 )
 @_with_render_options
 def render(paths: tuple[str, ...], **params: object) -> None:

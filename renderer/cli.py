@@ -20,7 +20,7 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, gitops, output, sources
+from renderer import emit, ghformat, gitops, output, sources
 from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
@@ -117,6 +117,15 @@ _OPTION_DECORATORS = (
         help="Kubernetes version whose OpenAPI schemas check embedded objects.",
     ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
+    click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "github"]),
+        default="text",
+        show_default=True,
+        help="How problems are printed: file:line:col lines, or GitHub Actions annotations "
+        "(::error file=,line=,col=::).",
+    ),
 )
 
 
@@ -129,9 +138,12 @@ def _with_render_options(func: F) -> F:
     return func
 
 
-def _report(diagnostics: Sequence[Diagnostic], err: TextIO) -> None:
+def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: object = "text") -> None:
     if diagnostics:
-        err.write(format_diagnostics(diagnostics) + "\n")
+        if output_format == "github":
+            err.write(ghformat.format_diagnostics(diagnostics) + "\n")
+        else:
+            err.write(format_diagnostics(diagnostics) + "\n")
         err.write(summary(diagnostics) + "\n")
 
 
@@ -141,13 +153,13 @@ def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.Render
     try:
         result = compiler.render(documents, options)
     except ManifestError as exc:
-        _report([*read_problems, *exc.diagnostics], sys.stderr)
+        _report([*read_problems, *exc.diagnostics], sys.stderr, params.get("output_format"))
         raise _ExitError(EXIT_INVALID) from exc
     if read_problems:
-        _report([*read_problems, *result.warnings], sys.stderr)
+        _report([*read_problems, *result.warnings], sys.stderr, params.get("output_format"))
         raise _ExitError(EXIT_INVALID)
     if result.warnings:
-        _report(result.warnings, sys.stderr)
+        _report(result.warnings, sys.stderr, params.get("output_format"))
         if params.get("strict"):
             raise _ExitError(EXIT_INVALID)
     return result
@@ -312,7 +324,13 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
                     if name not in files
                     else "differs"
                 )
-                click.echo(f"{directory}/{name}: {state}", err=True)
+                if params.get("output_format") == "github":
+                    hint = f"{state} from a fresh render: run kuberay render to update it"
+                    click.echo(
+                        ghformat.command("error", hint, file=f"{directory}/{name}"), err=True
+                    )
+                else:
+                    click.echo(f"{directory}/{name}: {state}", err=True)
         if changed:
             click.echo(
                 f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True

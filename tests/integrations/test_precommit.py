@@ -57,9 +57,11 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def snapshot(tmp: Path) -> tuple[Path, str]:
-    source = tmp / "hooks-repo"
-    source.mkdir()
+def snapshot() -> tuple[Path, str]:
+    # A fixed path: pre-commit keys its environments by repository and revision.
+    source = CACHE / "pre-commit-hooks-repo"
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
     for name in SNAPSHOT:
         path = REPO / name
         if path.is_dir():
@@ -89,7 +91,7 @@ def pre_commit(work: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_hooks_pass_on_a_current_repo_and_fail_on_stale_or_invalid_files(tmp_path: Path) -> None:
     assert shutil.which("git"), "git is needed by pre-commit"
-    source, rev = snapshot(tmp_path)
+    source, rev = snapshot()
     work = tmp_path / "work"
     (work / "apps").mkdir(parents=True)
     shutil.copy(EXAMPLES / "rayjob.yaml", work / "apps" / "rayjob.yaml")

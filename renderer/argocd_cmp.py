@@ -1,13 +1,14 @@
 """`kuberay-argocd-cmp`: the renderer as an Argo CD config-management plugin (sidecar CMP).
 
 With it a repository holds only RayCluster / RayJob / RayService manifests and Argo CD
-renders them on every sync. Two subcommands:
+renders them on every sync. Subcommands:
 
 - `install` prints what the Argo CD installation needs: the ConfigMap `kuberay-cmp-plugin`
   holding `plugin.yaml` (a `ConfigManagementPlugin`: `discover` finds ray.io manifests,
   `generate` runs `kuberay-argocd-cmp generate`, and the render options are announced as
   static parameters), and a strategic-merge patch for the `argocd-repo-server` Deployment
-  that adds the sidecar running Argo CD's `argocd-cmp-server` in the kuberay image.
+  that adds the sidecar running Argo CD's `argocd-cmp-server` in the kuberay image
+  (`plugin-configmap` and `repo-server-patch` print one of the two).
 - `generate` is what the plugin runs in the Application's source directory: it turns the
   parameters Argo CD passes as `PARAM_<NAME>` environment variables into `kuberay render .`
   options (the namespace defaults to the Application's destination, `ARGOCD_APP_NAMESPACE`)
@@ -154,13 +155,16 @@ def install_objects(image: str = DEFAULT_IMAGE, namespace: str = "argocd") -> li
     return [configmap, patch]
 
 
-_USAGE: Final = """usage: kuberay-argocd-cmp generate | install [--image IMAGE] [--namespace NS]
-  generate  render the current directory for Argo CD (run by the plugin, reads PARAM_*)
-  install   print the plugin ConfigMap and the argocd-repo-server sidecar patch
+_USAGE: Final = """usage: kuberay-argocd-cmp generate
+       kuberay-argocd-cmp install|plugin-configmap|repo-server-patch [--image I] [--namespace NS]
+  generate           render the current directory for Argo CD (run by the plugin; PARAM_*)
+  install            print the plugin ConfigMap and the argocd-repo-server sidecar patch
+  plugin-configmap   print the plugin ConfigMap only
+  repo-server-patch  print the argocd-repo-server sidecar patch only
 """
 
 
-def _install(argv: list[str]) -> int:
+def _install(argv: list[str], only: str = "") -> int:
     options = {"--image": DEFAULT_IMAGE, "--namespace": "argocd"}
     rest = list(argv)
     while rest:
@@ -169,7 +173,10 @@ def _install(argv: list[str]) -> int:
             sys.stderr.write(_USAGE)
             return 2
         options[flag] = rest.pop(0)
-    sys.stdout.write(emit.dump_all(install_objects(options["--image"], options["--namespace"])))
+    objects = install_objects(options["--image"], options["--namespace"])
+    sys.stdout.write(
+        emit.dump_all(objects[:1] if only == "configmap" else objects[1:] if only else objects)
+    )
     return 0
 
 
@@ -178,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["install"]:
         sys.exit(_install(args[1:]))
+    if args[:1] in (["plugin-configmap"], ["repo-server-patch"]):
+        sys.exit(_install(args[1:], "configmap" if args[0] == "plugin-configmap" else "patch"))
     if args != ["generate"]:
         sys.stderr.write(_USAGE)
         sys.exit(2)

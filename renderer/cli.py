@@ -285,6 +285,10 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             )
         if tool == "argocd":
             sys.stdout.write(emit.dump_all(gitops.argocd_objects(result.objects)))
+        elif tool == "argocd-application":
+            sys.stdout.write(emit.dump(gitops.argocd_fragment(result.objects)))
+        elif tool == "argocd-cm":
+            sys.stdout.write(emit.dump(gitops.argocd_health_config()))
         else:
             sys.stdout.write(emit.dump(gitops.flux_fragment(result.objects)))
         return
@@ -356,11 +360,12 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
 @click.option("--allow-empty", is_flag=True, help="Succeed even when nothing is rendered.")
 @click.option(
     "--gitops-config",
-    type=click.Choice(["argocd", "flux"]),
+    type=click.Choice(["argocd", "argocd-application", "argocd-cm", "flux"]),
     default=None,
     help="Print, instead of the objects, the Argo CD Application (and the argocd-cm health "
     "scripts) or the Flux Kustomization (with health checks) that let the syncer own the "
-    "rendered HTTPRoutes' rules and show the jobs' and services' run-time health.",
+    "rendered HTTPRoutes' rules and show the jobs' and services' run-time health "
+    "(argocd-application / argocd-cm: one of the two Argo CD objects).",
 )
 @_with_render_options
 def render(paths: tuple[str, ...], **params: object) -> None:

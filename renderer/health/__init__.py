@@ -60,35 +60,30 @@ def argocd_health_data() -> dict[str, str]:
 
 # --- Flux ----------------------------------------------------------------------------------
 
-_LABELS: Final = "metadata.labels"
-
-
-def _label_is(key: str, value: str) -> str:
-    return f'("{key}" in {_LABELS} && {_LABELS}["{key}"] == "{value}")'
-
-
 _IS_STATUS: Final = (
-    f"has({_LABELS}) && {_label_is(naming.ROLE, 'status')} && "
-    f"{_label_is(naming.MANAGED_BY, 'kuberay-syncer')}"
+    f'has(metadata.labels) && "{naming.ROLE}" in metadata.labels'
+    f' && metadata.labels["{naming.ROLE}"] == "status"'
 )
-_IS_JOB: Final = f"{_IS_STATUS} && {_label_is(naming.ORIGIN_KIND, 'RayJob')}"
-_IS_SERVICE: Final = f"{_IS_STATUS} && {_label_is(naming.ORIGIN_KIND, 'RayService')}"
-_JDS: Final = "(has(data.jobDeploymentStatus) ? data.jobDeploymentStatus : '')"
-_SERVING: Final = "(has(data.serviceStatus) && data.serviceStatus == 'Running')"
+_IS_JOB: Final = (
+    f'"{naming.ORIGIN_KIND}" in metadata.labels'
+    f' && metadata.labels["{naming.ORIGIN_KIND}"] == "RayJob"'
+)
+_JDS_IN: Final = "has(data.jobDeploymentStatus) && data.jobDeploymentStatus in "
 # RayJob jobDeploymentStatus values a Kustomization need not wait for.
 _SETTLED: Final = "['Running', 'Complete', 'Suspended']"
+_SERVING: Final = f"!({_IS_JOB}) && has(data.serviceStatus) && data.serviceStatus == 'Running'"
 
+# For `v1` ConfigMaps: only status ConfigMaps (label kuberay.io/role=status) can be other
+# than current. Flux evaluates inProgress, failed, current in that order.
 FLUX_CONFIGMAP_EXPRS: Final[dict[str, str]] = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
     "inProgress": (
-        f"({_IS_JOB} && !({_JDS} in {_SETTLED} || {_JDS} == 'Failed')) || "
-        f"({_IS_SERVICE} && !{_SERVING})"
+        f"{_IS_STATUS} && !({_IS_JOB} && {_JDS_IN}['Running', 'Complete', 'Suspended', 'Failed'])"
+        f" && !({_SERVING})"
     ),
-    "failed": f"{_IS_JOB} && {_JDS} == 'Failed'",
-    "current": (
-        f"!({_IS_STATUS}) || ({_IS_JOB} && {_JDS} in {_SETTLED}) || ({_IS_SERVICE} && {_SERVING})"
-    ),
+    "failed": f"{_IS_STATUS} && {_IS_JOB} && {_JDS_IN}['Failed']",
+    "current": f"!({_IS_STATUS}) || ({_IS_JOB} && {_JDS_IN}{_SETTLED}) || ({_SERVING})",
 }
 
 

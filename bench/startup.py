@@ -39,7 +39,7 @@ def _kuberay() -> list[str]:
     script = Path(sys.executable).with_name("kuberay")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-m", "renderer"]
+    return [sys.executable, "-c", "from renderer.cli import main; main()"]
 
 
 def _wall(argv: list[str]) -> float:

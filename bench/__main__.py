@@ -9,11 +9,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-from bench import render, syncer
+from bench import render, startup, syncer
 
 BENCHMARKS: dict[str, Callable[[Sequence[str]], object]] = {
     "render": lambda args: render.main(),
     "syncer": syncer.main,
+    "startup": lambda args: startup.main(),
 }
 
 

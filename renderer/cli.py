@@ -13,15 +13,14 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, TextIO, TypeVar
+from typing import Any, Final, TextIO, TypeVar
 
 import click
 
 from renderer import compile as compiler
-from renderer import emit, gitops, output, sources
+from renderer import emit, ghformat, gitops, output, sources
 from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
@@ -118,6 +117,15 @@ _OPTION_DECORATORS = (
         help="Kubernetes version whose OpenAPI schemas check embedded objects.",
     ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
+    click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(["text", "github"]),
+        default="text",
+        show_default=True,
+        help="How problems are printed: file:line:col lines, or GitHub Actions annotations "
+        "(::error file=,line=,col=::).",
+    ),
 )
 
 
@@ -130,9 +138,12 @@ def _with_render_options(func: F) -> F:
     return func
 
 
-def _report(diagnostics: Sequence[Diagnostic], err: TextIO) -> None:
+def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: object = "text") -> None:
     if diagnostics:
-        err.write(format_diagnostics(diagnostics) + "\n")
+        if output_format == "github":
+            err.write(ghformat.format_diagnostics(diagnostics) + "\n")
+        else:
+            err.write(format_diagnostics(diagnostics) + "\n")
         err.write(summary(diagnostics) + "\n")
 
 
@@ -142,13 +153,13 @@ def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.Render
     try:
         result = compiler.render(documents, options)
     except ManifestError as exc:
-        _report([*read_problems, *exc.diagnostics], sys.stderr)
+        _report([*read_problems, *exc.diagnostics], sys.stderr, params.get("output_format"))
         raise _ExitError(EXIT_INVALID) from exc
     if read_problems:
-        _report([*read_problems, *result.warnings], sys.stderr)
+        _report([*read_problems, *result.warnings], sys.stderr, params.get("output_format"))
         raise _ExitError(EXIT_INVALID)
     if result.warnings:
-        _report(result.warnings, sys.stderr)
+        _report(result.warnings, sys.stderr, params.get("output_format"))
         if params.get("strict"):
             raise _ExitError(EXIT_INVALID)
     return result
@@ -168,20 +179,54 @@ def _run(action: object, *args: object) -> None:
         sys.exit(EXIT_INTERNAL)
 
 
-@click.group()
+PLUGIN_GROUP: Final = "kuberay.commands"
+
+
+def _plugin(entry: Any) -> click.Command | None:
+    try:
+        command = entry.load()
+    except ImportError:  # a plugin whose dependencies are missing: leave it out
+        return None
+    return command if isinstance(command, click.Command) else None
+
+
+class _PluginGroup(click.Group):
+    """A group whose plugin commands (`kuberay.commands` entry points) load on first use.
+
+    `kuberay render` never reads the entry points, so it does not import the syncer or the
+    `kubernetes` package; a plugin's module is imported only when its command is invoked,
+    or when `--help` lists every command.
+    """
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        from importlib import metadata  # imported only when a plugin is asked for
+
+        for entry in metadata.entry_points(group=PLUGIN_GROUP):
+            if entry.name == cmd_name and (command := _plugin(entry)) is not None:
+                self.add_command(command, entry.name)
+                return command
+        return None
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _load_plugins()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_PluginGroup)
 @click.version_option(package_name="kuberay-gitops")
 def main() -> None:
     """Compile KubeRay manifests into the plain Kubernetes objects KubeRay would create."""
 
 
 def _load_plugins() -> None:
-    """Commands other packages add (e.g. `kuberay status` from the syncer)."""
-    for entry in metadata.entry_points(group="kuberay.commands"):
-        try:
-            command = entry.load()
-        except ImportError:  # a plugin whose dependencies are missing: leave it out
-            continue
-        if isinstance(command, click.Command):
+    """Add every plugin command now (e.g. `kuberay status` from the syncer)."""
+    from importlib import metadata  # imported only here: see _PluginGroup
+
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        if entry.name not in main.commands and (command := _plugin(entry)) is not None:
             main.add_command(command, entry.name)
 
 
@@ -238,8 +283,14 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             raise click.UsageError(
                 "--gitops-config prints one object; it cannot go with --output-dir"
             )
-        fragment = gitops.argocd_fragment if tool == "argocd" else gitops.flux_fragment
-        sys.stdout.write(emit.dump(fragment(result.objects)))
+        if tool == "argocd":
+            sys.stdout.write(emit.dump_all(gitops.argocd_objects(result.objects)))
+        elif tool == "argocd-application":
+            sys.stdout.write(emit.dump(gitops.argocd_fragment(result.objects)))
+        elif tool == "argocd-cm":
+            sys.stdout.write(emit.dump(gitops.argocd_health_config()))
+        else:
+            sys.stdout.write(emit.dump(gitops.flux_fragment(result.objects)))
         return
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
@@ -277,7 +328,13 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
                     if name not in files
                     else "differs"
                 )
-                click.echo(f"{directory}/{name}: {state}", err=True)
+                if params.get("output_format") == "github":
+                    hint = f"{state} from a fresh render: run kuberay render to update it"
+                    click.echo(
+                        ghformat.command("error", hint, file=f"{directory}/{name}"), err=True
+                    )
+                else:
+                    click.echo(f"{directory}/{name}: {state}", err=True)
         if changed:
             click.echo(
                 f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True
@@ -303,10 +360,12 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
 @click.option("--allow-empty", is_flag=True, help="Succeed even when nothing is rendered.")
 @click.option(
     "--gitops-config",
-    type=click.Choice(["argocd", "flux"]),
+    type=click.Choice(["argocd", "argocd-application", "argocd-cm", "flux"]),
     default=None,
-    help="Print, instead of the objects, the Argo CD Application or Flux Kustomization settings "
-    "that let the syncer own the rendered HTTPRoutes' rules.",
+    help="Print, instead of the objects, the Argo CD Application (and the argocd-cm health "
+    "scripts) or the Flux Kustomization (with health checks) that let the syncer own the "
+    "rendered HTTPRoutes' rules and show the jobs' and services' run-time health "
+    "(argocd-application / argocd-cm: one of the two Argo CD objects).",
 )
 @_with_render_options
 def render(paths: tuple[str, ...], **params: object) -> None:
@@ -401,6 +460,3 @@ def _syncer_manifests(params: dict[str, object]) -> None:
 def syncer_manifests(**params: object) -> None:
     """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
     _run(_syncer_manifests, params)
-
-
-_load_plugins()

@@ -17,6 +17,11 @@ name and `spec.source`, the Kustomization's name, `spec.path` and `spec.sourceRe
   the syncer's weights stand. (Older Flux releases without `spec.ignore` can instead mark the
   HTTPRoute `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent`, which freezes the whole object
   after creation; this fragment does not do that.)
+
+Health (renderer.health): the Argo CD output adds a patch for `argocd-cm` with the Lua
+health scripts for kuberay's ConfigMaps, submitter Jobs and HTTPRoutes; the Flux
+Kustomization gets `spec.healthChecks` on the rendered jobs' and services' status
+ConfigMaps and the `spec.healthCheckExprs` that read them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from renderer import naming
+from renderer import health, naming
 
 Manifest = dict[str, Any]
 
@@ -107,6 +112,25 @@ def argocd_fragment(objects: Sequence[Manifest]) -> Manifest:
     }
 
 
+def argocd_health_config() -> Manifest:
+    """The `argocd-cm` entries (as a strategic-merge patch) with kuberay's Lua health scripts."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "argocd-cm",
+            "namespace": "argocd",
+            "labels": {"app.kubernetes.io/part-of": "argocd"},
+        },
+        "data": health.argocd_health_data(),
+    }
+
+
+def argocd_objects(objects: Sequence[Manifest]) -> list[Manifest]:
+    """What `--gitops-config argocd` prints: the Application, then the argocd-cm patch."""
+    return [argocd_fragment(objects), argocd_health_config()]
+
+
 def flux_fragment(objects: Sequence[Manifest]) -> Manifest:
     """A Flux Kustomization whose `spec.ignore` lets the syncer own the rendered routes' rules."""
     return {
@@ -133,5 +157,7 @@ def flux_fragment(objects: Sequence[Manifest]) -> Manifest:
                 }
                 for ns, name, version in _routes(objects)
             ],
+            "healthChecks": health.flux_health_checks(objects),
+            "healthCheckExprs": health.flux_health_check_exprs(),
         },
     }

@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Final
+from typing import TYPE_CHECKING
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
-ENVIRONMENT: Final = jinja2.Environment(
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,  # shell text, not HTML
-    keep_trailing_newline=True,
-)
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The environment, made on first use: a render without templates never imports jinja2."""
+    import jinja2  # imported here: start-up of `kuberay render` (bench/startup.py)
+
+    return jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # shell text, not HTML
+        keep_trailing_newline=True,
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def _compile(template: str) -> jinja2.Template:
     # Compiling costs far more than rendering; the renderer uses a handful of fixed templates.
-    return ENVIRONMENT.from_string(template)
+    return environment().from_string(template)
 
 
 def render_string(template: str, context: Mapping[str, object]) -> str:

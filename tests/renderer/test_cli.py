@@ -211,8 +211,9 @@ def test_gitops_config_prints_the_fragment_for_the_rendered_routes(
     source = str(GOLDEN / "rayservice-incremental" / "input.yaml")
     argocd = run("render", source, "--gitops-config", "argocd")
     assert argocd.exit_code == 0, argocd.stderr
-    application = yaml.safe_load(argocd.stdout)
+    application, health_patch = yaml.safe_load_all(argocd.stdout)
     assert application["kind"] == "Application"
+    assert health_patch["metadata"]["name"] == "argocd-cm"
     assert "RespectIgnoreDifferences=true" in application["spec"]["syncPolicy"]["syncOptions"]
     assert all(
         d["jsonPointers"] == ["/spec/rules"] for d in application["spec"]["ignoreDifferences"]

@@ -1,0 +1,65 @@
+"""`kuberay render` loads only what rendering needs: no syncer, no `kubernetes` package.
+
+Plugin commands (`kuberay status`, `kuberay gc`) come from entry points and load only when
+invoked or listed. Timing is a benchmark (`./run bench startup`), not a test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.paths import EXAMPLES
+
+PROBE = """
+import json, sys
+from renderer.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+heavy = ("kubernetes", "syncer", "watchfiles", "jinja2")
+loaded = sorted({m.split(".")[0] for m in sys.modules} & set(heavy))
+print(json.dumps(loaded), file=sys.stderr)
+"""
+
+
+def loaded_after(*argv: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, check=False
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    return list(json.loads(last))
+
+
+def test_render_imports_neither_the_syncer_nor_kubernetes() -> None:
+    assert loaded_after("render", str(EXAMPLES / "raycluster.yaml")) == []
+    # A RayJob's submitter script is a jinja2 template: only then is jinja2 loaded.
+    assert loaded_after("validate", str(EXAMPLES / "rayjob.yaml")) in ([], ["jinja2"])
+    assert "jinja2" in loaded_after("render", str(EXAMPLES / "rayjob.yaml"))
+
+
+def test_plugin_commands_still_load_when_invoked_or_listed() -> None:
+    assert "syncer" in loaded_after("status", "--help")
+    assert not [m for m in loaded_after("render", str(EXAMPLES / "rayjob.yaml")) if m != "jinja2"]
+    assert "syncer" in loaded_after("--help")
+    listing = subprocess.run(
+        [str(Path(sys.executable).with_name("kuberay")), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "status" in listing and "gc" in listing and "render" in listing
+
+
+def test_an_unknown_command_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("kuberay")), "no-such-command"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "No such command" in done.stderr

@@ -22,11 +22,10 @@ name and `spec.source`, the Kustomization's name, `spec.path` and `spec.sourceRe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from renderer import naming
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 GATEWAY_GROUP: Final = "gateway.networking.k8s.io"
 RULES_POINTER: Final = "/spec/rules"

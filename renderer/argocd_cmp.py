@@ -20,11 +20,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from renderer import emit
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 PLUGIN_NAME: Final = "kuberay"
 PLUGIN_VERSION: Final = "v1"

@@ -1,27 +1,26 @@
-"""The compiler: checked documents in, ordered Kubernetes objects out.
+"""The compiler: documents in, ordered Kubernetes objects out.
 
-Dispatches each document by kind, collects every problem of every document before
-building anything, rejects two objects with the same identity, and orders the
-result by kind rank, namespace and name. Pure: no files, clock or environment.
+Holds the table of kinds (each a `kinds.pipeline` run) and the driver: the schema and the
+structural checks of each document, dispatch by kind, every problem of every document
+collected before anything is returned, two objects with one identity rejected, the result
+ordered by kind rank, namespace and name. Pure: no files, clock or environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from renderer import schemas
-from renderer.build import cluster as cluster_build
-from renderer.build import rayjob as rayjob_build
-from renderer.build import rayservice as rayservice_build
 from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
-from renderer.model import Document, ObjectKey, document_namespace, parse_raycluster
+from renderer.kinds import pipeline, raycluster, rayjob, rayservice
+from renderer.manifest import Manifest
+from renderer.model.document import Document, ObjectKey
 from renderer.options import RenderOptions
-from renderer.rules.raycluster import check_raycluster
 
-Manifest = dict[str, Any]
 Builder = Callable[[Manifest, RenderOptions], tuple[list[Problem], list[Manifest]]]
 
 # Dependencies first, the way GitOps tools and Helm apply them; unknown kinds sort after these.
@@ -81,28 +80,6 @@ def _context(data: Manifest, options: RenderOptions) -> str:
     return f"{data.get('kind') or '<no kind>'} {namespace}/{name}"
 
 
-def _build_raycluster(
-    doc: Manifest, options: RenderOptions
-) -> tuple[list[Problem], list[Manifest]]:
-    problems = check_raycluster(doc, options)
-    meta = doc["metadata"]
-    spec = doc["spec"]
-    managed_by = spec.get("managedBy")
-    if managed_by not in (None, "ray.io/kuberay-operator"):
-        return problems, []
-    cluster = parse_raycluster(
-        meta["name"],
-        document_namespace(doc, options),
-        spec,
-        labels=meta.get("labels"),
-        annotations=meta.get("annotations"),
-    )
-    problems.extend(cluster_build.check_cluster(cluster))
-    if any(p.severity == "error" for p in problems):
-        return problems, []
-    return problems, cluster_build.build_cluster(cluster, options)
-
-
 def _null_items(value: Any, path: tuple[str | int, ...]) -> list[Problem]:
     """Null list items: the Kubernetes schemas let them through, the API server does not."""
     found: list[Problem] = []
@@ -134,10 +111,11 @@ def _not_supported(kind: str, issue: str) -> Builder:
     return build
 
 
+# One pipeline per kind, all of one shape (`kinds.pipeline`).
 BUILDERS: dict[str, Builder] = {
-    "RayCluster": _build_raycluster,
-    "RayJob": rayjob_build.build_rayjob,
-    "RayService": rayservice_build.build_rayservice,
+    "RayCluster": functools.partial(pipeline.run, raycluster.KIND),
+    "RayJob": functools.partial(pipeline.run, rayjob.KIND),
+    "RayService": functools.partial(pipeline.run, rayservice.KIND),
     "RayCronJob": _not_supported("RayCronJob", "render a RayJob and schedule it yourself"),
 }
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 _KEY_RANK: Final = {"apiVersion": 0, "kind": 1, "metadata": 2, "spec": 3}
 _NESTED_RANK: Final = {"name": 0, "namespace": 1}

@@ -123,3 +123,8 @@ def summary(diagnostics: Sequence[Diagnostic]) -> str:
     if errors:
         text += "; nothing written"
     return text
+
+
+def has_error(problems: Iterable[Problem]) -> bool:
+    """Whether any of `problems` is an error (warnings alone let a document build)."""
+    return any(p.severity == "error" for p in problems)

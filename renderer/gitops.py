@@ -27,11 +27,10 @@ ConfigMaps and the `spec.healthCheckExprs` that read them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from renderer import health, naming
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 GATEWAY_GROUP: Final = "gateway.networking.k8s.io"
 RULES_POINTER: Final = "/spec/rules"

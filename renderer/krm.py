@@ -31,9 +31,8 @@ import yaml
 from renderer import compile as compiler
 from renderer import emit, sources
 from renderer.errors import Diagnostic, ManifestError, format_path
+from renderer.manifest import Manifest
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
-
-Manifest = dict[str, Any]
 
 API_VERSION: Final = "config.kubernetes.io/v1"
 KIND: Final = "ResourceList"

@@ -1,19 +1,20 @@
-"""Object names, label and annotation keys, and Kubernetes name rules.
+"""Object names, label and annotation keys: every one the renderer writes or derives.
 
-Owns every key the renderer writes and every name it derives, KubeRay's
-(reference raycluster.md §1.2-§1.3) and the project's own deterministic ones
-(DESIGN §2). Pure string functions: no I/O.
+KubeRay's (reference raycluster.md §1.2-§1.3) and the project's own deterministic ones
+(DESIGN §2). The Kubernetes name grammars live in `k8snames`; its `is_dns1123_*` are named
+here too, for the syncer. Pure string functions.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import string
 from types import MappingProxyType
 from typing import Any, Final
 
+from renderer.k8snames import is_dns1123_label as is_dns1123_label
+from renderer.k8snames import is_dns1123_subdomain as is_dns1123_subdomain
 from schemas.intent import INTENT_KEY as INTENT_KEY  # the contract's, named here too
 from schemas.intent import ROLE_INTENT as ROLE_INTENT
 
@@ -51,14 +52,13 @@ ORIGIN_NAME: Final = "kuberay.io/origin-name"
 TEMPLATE_HASH: Final = "kuberay.io/pod-template-hash"
 
 KUBERAY_APP: Final = "kuberay"
+KUBERAY_MANAGER: Final = "ray.io/kuberay-operator"  # the managedBy value KubeRay handles
 KUBERAY_OPERATOR: Final = "kuberay-operator"
 HEAD_GROUP: Final = "headgroup"
 
 # Alphabet KubeRay draws multi-host replica names from (utils.go); we derive from a hash instead.
 _REPLICA_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 _BASE36: Final = string.digits + string.ascii_lowercase
-_DNS1123_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-_DNS1123_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # The ASCII characters Go's unicode.IsPunct accepts (Unicode category P). Python's
 # string.punctuation also holds the symbols $ + < = > ^ ` | ~, which KubeRay keeps.
 _GO_PUNCTUATION: Final = frozenset("!\"#%&'()*,-./:;?@[\\]_{}")
@@ -162,16 +162,6 @@ def worker_pod_name(cluster: str, group: str, template_hash: str, index: int) ->
     return prefix[:room].rstrip("-.") + f"-worker-{template_hash}-{index}"
 
 
-def is_dns1123_subdomain(name: str) -> bool:
-    """Whether `name` may name a Pod, Service or ConfigMap."""
-    return len(name) <= 253 and bool(_DNS1123_SUBDOMAIN.match(name))
-
-
-def is_dns1123_label(name: str) -> bool:
-    """Whether `name` is a DNS-1123 label (63 characters at most)."""
-    return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
-
-
 # The intent ConfigMap: the renderer's record, for the syncer, of what git asked for
 # (the syncer has no access to git). One per RayJob / RayService.
 ROLE: Final = "kuberay.io/role"
@@ -197,3 +187,15 @@ def intent_configmap_name(origin_name: str) -> str:
 def status_configmap_name(origin_name: str) -> str:
     """`<name>-kuberay-status`: the syncer's status record (DESIGN §1)."""
     return f"{origin_name}-kuberay-status"
+
+
+def serve_config_name(generation: str) -> str:
+    """`<gen>-serve-config`: the ConfigMap with one RayService generation's `serveConfigV2`."""
+    return f"{generation}-serve-config"
+
+
+# Where a RayJob's Ray container sees its own annotations (a downward API volume), for the
+# shutdown wrapper; reserved names the user's pod template may not take.
+PODINFO_VOLUME: Final = "kuberay-podinfo"
+PODINFO_DIR: Final = "/etc/kuberay/podinfo"
+PODINFO_FILE: Final = "annotations"

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from renderer import emit
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 MARKER: Final = ".kuberay-render"
 KUSTOMIZATION: Final = "kustomization.yaml"

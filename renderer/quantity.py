@@ -1,4 +1,4 @@
-"""Kubernetes quantities and Go's number formatting, as KubeRay's ray start flags need them.
+"""Kubernetes quantities, parsed and rounded as KubeRay's ray start flags need them.
 
 KubeRay writes CPU, memory and GPU flags as `Quantity.Value()` (the integer rounded away
 from zero), and the `--resources` JSON from `Quantity.AsApproximateFloat64()` with Go's
@@ -14,7 +14,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final
 
-from renderer.gojson import go_float, go_string
+from renderer.goformat import go_float
 
 _DECIMAL_SUFFIX: Final = {
     "n": -9,
@@ -205,14 +205,3 @@ def approximate_float(value: object) -> float | None:
     except OverflowError:  # big.Float.Float64 saturates to infinity
         base = math.inf if digits > 0 else -math.inf
     return base if exponent == 0 else base * _go_pow10(exponent)
-
-
-def go_json_float_map(values: dict[str, float]) -> str:
-    """Go's JSON for a map[string]float64: keys sorted byte-wise, no spaces.
-
-    Raises:
-        ValueError: when a value is infinite or NaN (json.Marshal fails in Go).
-    """
-    items = sorted(values.items(), key=lambda kv: kv[0].encode())
-    inner = ",".join(f"{go_string(k)}:{go_float(v)}" for k, v in items)
-    return "{" + inner + "}"

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from renderer.errors import JsonPath, Problem, show
+from renderer.manifest import Manifest
 
 if TYPE_CHECKING:
     from jsonschema import FormatChecker
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
 
-Manifest = dict[str, Any]
 Predicate = Callable[[object], bool]
 
 RAY_GROUP = "ray.io"

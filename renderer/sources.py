@@ -16,7 +16,7 @@ from typing import Any, Final, TextIO
 import yaml
 
 from renderer.errors import Diagnostic, JsonPath, Origin, Problem
-from renderer.model import Document
+from renderer.model.document import Document
 
 STDIN: Final = "-"
 STDIN_NAME: Final = "<stdin>"

@@ -30,11 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from renderer import naming
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 HEALTH_KEY_PREFIX: Final = "resource.customizations.health."
 # argocd-cm key suffix (group_kind; a core kind alone) → Lua file beside this module.

@@ -3,26 +3,25 @@
 Mirrors `ValidateRayClusterMetadata`, `ValidateRayClusterSpec`, the upgrade-strategy and
 autoscaler-v1 checks of the reconcile and the webhook's group-name rule (reference
 raycluster.md §6), in KubeRay's order, but reports every problem at the offending field
-instead of stopping at the first. Pure: documents in, `Problem`s out; it builds nothing.
+instead of stopping at the first; `check_parsed_cluster` holds what KubeRay finds only while
+reconciling. Pure: documents and models in, `Problem`s out; it builds nothing.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
-from renderer import naming
+from renderer import k8snames, naming
 from renderer.errors import JsonPath, Problem, Severity, show
+from renderer.goformat import go_list, go_quote
+from renderer.manifest import Manifest
+from renderer.model.raycluster import RayCluster
 from renderer.options import RenderOptions
-from renderer.rules import versions
+from renderer.rules import common, versions
+from renderer.rules.common import as_dict, as_list, as_text, gate_hint
 
-Manifest = dict[str, Any]
-
-KUBERAY_MANAGER: Final = "ray.io/kuberay-operator"
-MULTIKUEUE_MANAGER: Final = "kueue.x-k8s.io/multikueue"
 MAX_RAYCLUSTER_NAME: Final = 53  # keeps `<name>-serve-svc` within 63 characters
 
 _RAY_REDIS_ADDRESS: Final = "RAY_REDIS_ADDRESS"
@@ -51,158 +50,6 @@ _TLS_PATH: Final = "/etc/ray/tls"
 _RESOURCE_PARAMS: Final = ("num-cpus", "num-gpus", "memory", "resources")
 _TRUE_VALUES: Final = ("1", "true")
 
-# Kubernetes name grammars (k8s.io/apimachinery validation, as vendored by KubeRay v1.7).
-_DNS1035_FMT: Final = "[a-z]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_LABEL_KEY_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_VALUE_FMT: Final = "(" + _LABEL_KEY_FMT + ")?"
-_LABEL_KEY_MSG: Final = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """Kubernetes' RegexError text (including its doubled space before `or`)."""
-    shown = " or ".join(f"'{example}', " for example in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _size(text: str) -> int:
-    """Length as Go's `len` counts it: bytes."""
-    return len(text.encode("utf-8"))
-
-
-def dns1035_label_errors(value: str) -> list[str]:
-    """Kubernetes' IsDNS1035Label messages for `value` (empty when valid)."""
-    errors = []
-    if _size(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if re.fullmatch(_DNS1035_FMT, value) is None:
-        errors.append(
-            _regex_error(
-                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-                "start with an alphabetic character, and end with an alphanumeric character",
-                _DNS1035_FMT,
-                "my-name",
-                "abc-123",
-            )
-        )
-    return errors
-
-
-def _dns1123_label_errors(value: str) -> list[str]:
-    errors = []
-    if _size(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if re.fullmatch(_DNS1123_LABEL_FMT, value) is None:
-        if re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value) is not None:
-            errors.append("must not contain dots")
-        else:
-            errors.append(
-                _regex_error(
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                    "characters or '-', and must start and end with an alphanumeric character",
-                    _DNS1123_LABEL_FMT,
-                    "my-name",
-                    "123-abc",
-                )
-            )
-    return errors
-
-
-def _dns1123_subdomain_errors(value: str) -> list[str]:
-    errors = []
-    if _size(value) > 253:
-        errors.append("must be no more than 253 bytes")
-    if re.fullmatch(_DNS1123_SUBDOMAIN_FMT, value) is None:
-        errors.append(
-            _regex_error(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                "characters, '-' or '.', and must start and end with an alphanumeric character",
-                _DNS1123_SUBDOMAIN_FMT,
-                "example.com",
-            )
-        )
-    return errors
-
-
-def _label_key_errors(key: str) -> list[str]:
-    errors: list[str] = []
-    parts = key.split("/")
-    if len(parts) > 2:
-        return [
-            "a valid label key "
-            + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:
-            errors.extend("prefix part " + msg for msg in _dns1123_subdomain_errors(prefix))
-    if not name:
-        errors.append("name part must be non-empty")
-    elif _size(name) > 63:
-        errors.append("name part must be no more than 63 bytes")
-    if re.fullmatch(_LABEL_KEY_FMT, name) is None:
-        errors.append(
-            "name part "
-            + _regex_error(_LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-        )
-    return errors
-
-
-def _label_value_errors(value: str) -> list[str]:
-    errors = []
-    if _size(value) > 63:
-        errors.append("must be no more than 63 bytes")
-    if re.fullmatch(_LABEL_VALUE_FMT, value) is None:
-        errors.append(
-            _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, "
-                "'-', '_' or '.', and must start and end with an alphanumeric character",
-                _LABEL_VALUE_FMT,
-                "MyValue",
-                "my_value",
-                "12345",
-            )
-        )
-    return errors
-
-
-def _go_list(items: list[str]) -> str:
-    """Go's `%v` of a []string: `[a b]`."""
-    return "[" + " ".join(items) + "]"
-
-
-def _go_quote(text: str) -> str:
-    """Go's `%q` for ordinary strings."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def gate_hint(gate: str) -> str:
-    """The how-to-fix clause for a feature gate that is off."""
-    return f"enable it with --feature-gates {gate}=true"
-
-
-def as_dict(value: object) -> Manifest:
-    """`value` if it is a mapping, else an empty one (absent optional objects)."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: object) -> list[object]:
-    """`value` if it is a list, else an empty one (absent optional lists)."""
-    return value if isinstance(value, list) else []
-
-
-def as_text(value: object) -> str:
-    """A scalar as KubeRay's Go string field sees it; absent is empty."""
-    return "" if value is None else str(value)
-
 
 def _env(container: Manifest, name: str) -> Iterator[tuple[int, Manifest]]:
     """Every entry named `name` in a container's `env`, with its index."""
@@ -213,68 +60,6 @@ def _env(container: Manifest, name: str) -> Iterator[tuple[int, Manifest]]:
 
 def _first_env(container: Manifest, name: str) -> tuple[int, Manifest] | None:
     return next(_env(container, name), None)
-
-
-def check_object_name(doc: Manifest, kind: str, max_length: int) -> list[Problem]:
-    """The name rules shared by the three kinds: fixed name, length and DNS-1035 label.
-
-    `generateName` is the renderer's own refusal: GitOps needs the name in git.
-    """
-    metadata = as_dict(doc.get("metadata"))
-    problems = []
-    if "generateName" in metadata:
-        problems.append(
-            Problem(
-                ("metadata", "generateName"),
-                "generateName is not supported: kuberay render needs fixed names for GitOps; "
-                "set metadata.name instead",
-            )
-        )
-    if "name" not in metadata:
-        return problems
-    name = as_text(metadata.get("name"))
-    if _size(name) > max_length:
-        problems.append(
-            Problem(
-                ("metadata", "name"),
-                f"{kind} name should be no more than {max_length} characters, "
-                f"got {_size(name)}; shorten the name",
-            )
-        )
-    errors = dns1035_label_errors(name)
-    if errors:
-        problems.append(
-            Problem(
-                ("metadata", "name"),
-                f"{kind} name should be a valid DNS1035 label: {_go_list(errors)}",
-            )
-        )
-    return problems
-
-
-def check_managed_by(spec: Manifest, path: JsonPath, kind: str) -> Problem | None:
-    """`spec.managedBy`: the CRD's allowed values, and a warning that nothing is rendered.
-
-    KubeRay skips an object managed by another controller entirely (no objects, no
-    validation); the renderer does the same, so callers stop checking after a warning.
-    """
-    if "managedBy" not in spec:
-        return None
-    value = spec.get("managedBy")
-    if value == KUBERAY_MANAGER:
-        return None
-    if value != MULTIKUEUE_MANAGER:
-        return Problem(
-            path,
-            f"the managedBy field value must be either '{KUBERAY_MANAGER}' or "
-            f"'{MULTIKUEUE_MANAGER}', got {show(value)}",
-        )
-    return Problem(
-        path,
-        f"managedBy is {show(value)}: KubeRay ignores a {kind} that is not managed by "
-        f"{show(KUBERAY_MANAGER)}, and so does kuberay render: nothing is rendered for it",
-        "warning",
-    )
 
 
 @dataclass(slots=True)
@@ -354,7 +139,7 @@ def check_raycluster(
     standalone = creator == "RayCluster" and not base
     problems: list[Problem] = []
 
-    managed = check_managed_by(spec, (*spec_at, "managedBy"), "RayCluster")
+    managed = common.check_managed_by(spec, (*spec_at, "managedBy"), "RayCluster")
     if managed is not None and (standalone or managed.severity == "error"):
         if standalone:
             return [managed]
@@ -369,7 +154,7 @@ def check_raycluster(
             )
         )
     if standalone:
-        problems.extend(check_object_name(doc, "RayCluster", MAX_RAYCLUSTER_NAME))
+        problems.extend(common.check_object_name(doc, "RayCluster", MAX_RAYCLUSTER_NAME))
 
     check = _Check(spec, as_dict(metadata.get("annotations")), options, creator, spec_at)
     _check_head(check)
@@ -407,12 +192,12 @@ def _check_group_labels(check: _Check, at: JsonPath, group: Manifest, name: str)
         )
     for key, raw in as_dict(group.get("labels")).items():
         value = as_text(raw)
-        for error in _label_key_errors(key):
+        for error in k8snames.label_key_errors(key):
             check.add(
                 (*at, "labels", key),
                 f"invalid label key for {name} group: '{key}', error: {error}",
             )
-        for error in _label_value_errors(value):
+        for error in k8snames.label_value_errors(value):
             check.add(
                 (*at, "labels", key),
                 f"invalid label value for key '{key}' in {name} group: '{value}', error: {error}",
@@ -683,7 +468,7 @@ def _check_rocksdb(check: _Check, opts: Manifest, opts_at: JsonPath) -> None:
         if mount.get("mountPath") == _GCS_STORAGE_PATH or mount.get("name") == _GCS_STORAGE_VOLUME:
             check.add(
                 (*check.head_container_at, "volumeMounts", index),
-                f"cannot set a volume mount named {_go_quote(_GCS_STORAGE_VOLUME)} or mounted at "
+                f"cannot set a volume mount named {go_quote(_GCS_STORAGE_VOLUME)} or mounted at "
                 f"{_GCS_STORAGE_PATH} in the head container when the embedded GCS FT backend is "
                 "used - it is managed by KubeRay",
             )
@@ -691,7 +476,7 @@ def _check_rocksdb(check: _Check, opts: Manifest, opts_at: JsonPath) -> None:
         if as_dict(volume).get("name") == _GCS_STORAGE_VOLUME:
             check.add(
                 (*check.head_pod_at, "volumes", index),
-                f"cannot set a volume named {_go_quote(_GCS_STORAGE_VOLUME)} in the head Pod when "
+                f"cannot set a volume named {go_quote(_GCS_STORAGE_VOLUME)} in the head Pod when "
                 "the embedded GCS FT backend is used - it is managed by KubeRay",
             )
 
@@ -947,13 +732,13 @@ def _check_network_policy(check: _Check) -> None:
         if mode == "DenyAllEgress" and as_list(rules.get("ingressRules")):
             check.add(
                 (*at, "ingressRules"),
-                f"{label}.ingressRules cannot be set when mode is {_go_quote(mode)} "
+                f"{label}.ingressRules cannot be set when mode is {go_quote(mode)} "
                 "(ingress is not restricted)",
             )
         if mode == "DenyAllIngress" and as_list(rules.get("egressRules")):
             check.add(
                 (*at, "egressRules"),
-                f"{label}.egressRules cannot be set when mode is {_go_quote(mode)} "
+                f"{label}.egressRules cannot be set when mode is {go_quote(mode)} "
                 "(egress is not restricted)",
             )
 
@@ -964,23 +749,23 @@ def _check_network_policy(check: _Check) -> None:
     for at, group in check.groups:
         name = as_text(group.get("groupName"))
         names.add(name)
-        errors = _dns1123_label_errors(name)
+        errors = k8snames.dns1123_label_errors(name)
         if errors:
             check.add(
                 (*at, "groupName"),
-                f"worker group name {_go_quote(name)} must be a valid DNS1123 label when "
+                f"worker group name {go_quote(name)} must be a valid DNS1123 label when "
                 "networkPolicy is enabled (it is embedded in the NetworkPolicy name): "
-                f"{_go_list(errors)}",
+                f"{go_list(errors)}",
             )
     for index, entry in enumerate(as_list(policy.get("workerGroups"))):
         entry = as_dict(entry)
         name = as_text(entry.get("groupName"))
         at = (*np_at, "workerGroups", index)
-        check_rules(entry, at, f"networkPolicy.workerGroups[{_go_quote(name)}]")
+        check_rules(entry, at, f"networkPolicy.workerGroups[{go_quote(name)}]")
         if name not in names:
             check.add(
                 (*at, "groupName"),
-                f"networkPolicy.workerGroups[{_go_quote(name)}] does not match any group name in "
+                f"networkPolicy.workerGroups[{go_quote(name)}] does not match any group name in "
                 "workerGroupSpecs",
             )
 
@@ -1005,9 +790,13 @@ def _check_tls(check: _Check) -> None:
         pod = as_dict(as_dict(group.get("template")).get("spec"))
         pod_containers = as_list(pod.get("containers"))
         if pod_containers:
-            where = f"worker group {_go_quote(as_text(group.get('groupName')))}"
+            where = f"worker group {go_quote(as_text(group.get('groupName')))}"
             containers.append(
-                ((*at, "template", "spec", "containers", 0), as_dict(pod_containers[0]), where)
+                (
+                    (*at, "template", "spec", "containers", 0),
+                    as_dict(pod_containers[0]),
+                    where,
+                )
             )
     for at, container, where in containers:
         for name in _TLS_ENV:
@@ -1039,13 +828,13 @@ def _check_tls_mounts(check: _Check, container: Manifest, at: JsonPath, where: s
         if mount.get("name") == _TLS_VOLUME:
             check.add(
                 (*at, index),
-                f"cannot use volume mount named {_go_quote(_TLS_VOLUME)} in {where} when "
+                f"cannot use volume mount named {go_quote(_TLS_VOLUME)} in {where} when "
                 f"tlsOptions is set - {managed}",
             )
         elif mount.get("mountPath") == _TLS_PATH:
             check.add(
                 (*at, index),
-                f"cannot use volume mount at path {_go_quote(_TLS_PATH)} in {where} when "
+                f"cannot use volume mount at path {go_quote(_TLS_PATH)} in {where} when "
                 f"tlsOptions is set - {managed}",
             )
 
@@ -1084,3 +873,22 @@ def _check_autoscaler_v1_restart_policy(check: _Check) -> None:
                 "Never or unset when using autoscaler V1",
                 "warning",
             )
+
+
+SERVE_PORT_MESSAGE: Final = (
+    'the annotation ray.io/enable-serve-service is "true" but the head container declares no port '
+    "named 'serve' (or with the prefix 'serve-', e.g. 'serve-grpc'); KubeRay would create neither "
+    "the serve Service nor any Pod: add such a port to the head container"
+)
+
+
+def check_parsed_cluster(cluster: RayCluster) -> list[Problem]:
+    """Problems KubeRay only finds while reconciling a parsed cluster (they block every Pod)."""
+    problems: list[Problem] = []
+    if cluster.wants_serve_service and not cluster.serve_ports:
+        problems.append(
+            Problem(
+                ("metadata", "annotations", naming.ANN_ENABLE_SERVE_SERVICE), SERVE_PORT_MESSAGE
+            )
+        )
+    return problems

@@ -3,25 +3,34 @@
 Mirrors `ValidateRayJobMetadata` and `ValidateRayJobSpec` (reference rayjob.md §1.3-§1.4) in
 KubeRay's order and hands the embedded `rayClusterSpec` to the RayCluster rules, but reports
 every problem at the offending field instead of stopping at the first. The status rule is
-dynamic and belongs to the syncer. Pure: documents in, `Problem`s out.
+dynamic and belongs to the syncer. `check_plan`, `check_dashboard_port` and `check_wrapped`
+are the renderer's refusals on the parsed job and its built cluster. Pure: `Problem`s out.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import re
+from typing import Final
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from renderer import naming, yamltext
 from renderer.errors import JsonPath, Problem, show
+from renderer.goformat import GoJsonError
+from renderer.manifest import Manifest
+from renderer.model.rayjob import (
+    CLUSTER_SELECTOR_KEY,
+    K8S_JOB_MODE,
+    MODES,
+    SIDECAR_MODE,
+    RayJobPlan,
+    group_templates,
+    runtime_env_json,
+)
 from renderer.options import RenderOptions
-from renderer.rules import raycluster
-from renderer.rules.raycluster import as_dict, as_list, as_text
-
-Manifest = dict[str, Any]
+from renderer.rules import common, raycluster
+from renderer.rules.common import as_dict, as_list, as_text
+from renderer.rules.versions import parse_ray_version
 
 MAX_RAYJOB_NAME: Final = raycluster.MAX_RAYCLUSTER_NAME - 6  # room for `-xxxxx`
-_CLUSTER_SELECTOR_KEY: Final = "ray.io/cluster"
 _DELETION_ORDER: Final = ("DeleteWorkers", "DeleteCluster", "DeleteSelf")
 _SPEC: Final[JsonPath] = ("spec",)
 _STRATEGY: Final[JsonPath] = ("spec", "deletionStrategy")
@@ -30,10 +39,10 @@ _STRATEGY: Final[JsonPath] = ("spec", "deletionStrategy")
 def check_rayjob(doc: Manifest, options: RenderOptions) -> list[Problem]:
     """Check a RayJob that already passed the JSON Schema (CRD defaults not applied)."""
     spec = as_dict(doc.get("spec"))
-    managed = raycluster.check_managed_by(spec, (*_SPEC, "managedBy"), "RayJob")
+    managed = common.check_managed_by(spec, (*_SPEC, "managedBy"), "RayJob")
     if managed is not None:
         return [managed]
-    problems = raycluster.check_object_name(doc, "RayJob", MAX_RAYJOB_NAME)
+    problems = common.check_object_name(doc, "RayJob", MAX_RAYJOB_NAME)
 
     def add(path: JsonPath, message: str) -> None:
         problems.append(Problem(path, message))
@@ -42,7 +51,7 @@ def check_rayjob(doc: Manifest, options: RenderOptions) -> list[Problem]:
     suspend = spec.get("suspend") is True
     selector = as_dict(spec.get("clusterSelector"))
     cluster_spec = spec.get("rayClusterSpec")
-    mode = spec.get("submissionMode", "K8sJobMode")
+    mode = spec.get("submissionMode", K8S_JOB_MODE)
     backoff = spec.get("backoffLimit", 0)
 
     if suspend and not shutdown:
@@ -62,15 +71,15 @@ def check_rayjob(doc: Manifest, options: RenderOptions) -> list[Problem]:
     if cluster_spec is None and not selector:
         add(_SPEC, "one of RayClusterSpec or ClusterSelector must be set; add spec.rayClusterSpec")
     if selector:
-        if not as_text(selector.get(_CLUSTER_SELECTOR_KEY)):
+        if not as_text(selector.get(CLUSTER_SELECTOR_KEY)):
             add(
-                (*_SPEC, "clusterSelector", _CLUSTER_SELECTOR_KEY)
-                if _CLUSTER_SELECTOR_KEY in selector
+                (*_SPEC, "clusterSelector", CLUSTER_SELECTOR_KEY)
+                if CLUSTER_SELECTOR_KEY in selector
                 else (*_SPEC, "clusterSelector"),
                 "cluster name in ClusterSelector should not be empty; set "
-                f'clusterSelector["{_CLUSTER_SELECTOR_KEY}"] to the name of the RayCluster',
+                f'clusterSelector["{CLUSTER_SELECTOR_KEY}"] to the name of the RayCluster',
             )
-        if mode == "SidecarMode":
+        if mode == SIDECAR_MODE:
             add((*_SPEC, "submissionMode"), "ClusterSelector is not supported in SidecarMode")
         if backoff > 0:
             add(
@@ -82,7 +91,7 @@ def check_rayjob(doc: Manifest, options: RenderOptions) -> list[Problem]:
             (*_SPEC, "backoffLimit"),
             "BackoffLimit is incompatible with InteractiveMode; remove backoffLimit",
         )
-    if mode == "SidecarMode":
+    if mode == SIDECAR_MODE:
         for key in ("submitterPodTemplate", "submitterConfig"):
             if spec.get(key) is not None:
                 add(
@@ -130,12 +139,10 @@ def _runtime_env_error(text: str) -> str | None:
     """KubeRay decodes runtimeEnvYAML into a map; empty and `null` are fine."""
     if not text:
         return None
-    loader = YAML(typ="safe", pure=True)
-    loader.allow_duplicate_keys = True  # Go's non-strict decoder keeps the last value
     try:
-        loaded = loader.load(text)
-    except YAMLError as exc:
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        loaded = yamltext.load(text)
+    except yamltext.YAMLError as exc:
+        reason = yamltext.reason(exc)
     else:
         if loaded is None or isinstance(loaded, dict):
             return None
@@ -168,7 +175,7 @@ def _check_deletion(spec: Manifest, options: RenderOptions) -> list[Problem]:
             Problem(
                 _STRATEGY,
                 f"{gate} feature gate must be enabled to use DeletionStrategy; "
-                f"{raycluster.gate_hint(gate)}",
+                f"{common.gate_hint(gate)}",
             )
         )
     legacy = strategy.get("onSuccess") is not None or strategy.get("onFailure") is not None
@@ -335,4 +342,184 @@ def _check_rules(spec: Manifest, rules: list[object]) -> list[Problem]:
                     )
                 )
             previous = (policy, ttl)
+    return problems
+
+
+# --- checks of the parsed job (the builder's own refusals) ----------------------------------
+
+# Masterminds/semver NewVersion, which KubeRay uses for the `--metadata-json` version check.
+_SEMVER: Final = re.compile(
+    r"v?([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?"
+    r"(?:-([0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*))?(?:\+([0-9A-Za-z\-]+(?:\.[0-9A-Za-z\-]+)*))?"
+)
+
+
+def check_plan(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
+    """Checks that need the derived names: modes, metadata, runtime env, submitter, podinfo."""
+    problems: list[Problem] = []
+    spec = plan.spec
+    if plan.mode not in MODES:
+        problems.append(
+            Problem(
+                ("spec", "submissionMode"),
+                f"unknown submissionMode {plan.mode!r}: KubeRay never submits such a job; use "
+                f"one of {', '.join(MODES)}",
+                "warning",
+            )
+        )
+    submits = plan.mode in (K8S_JOB_MODE, SIDECAR_MODE) and not plan.suspended
+    if submits and spec.get("metadata"):
+        error = _metadata_version_error(plan)
+        if error is not None:
+            problems.append(Problem(("spec", "metadata"), error))
+    try:
+        runtime_env_json(spec)
+    except (GoJsonError, yamltext.YAMLError) as exc:
+        problems.append(
+            Problem(
+                ("spec", "runtimeEnvYAML"),
+                f"runtimeEnvYAML cannot be converted to JSON: {str(exc).splitlines()[0]}; "
+                "write a YAML mapping of plain values with finite numbers",
+            )
+        )
+    if plan.mode == K8S_JOB_MODE and not plan.suspended:
+        problems.extend(_check_submitter_template(plan))
+    if plan.mode == SIDECAR_MODE and options.gate("SidecarSubmitterRestart"):
+        version = parse_ray_version(options.kubernetes_version)
+        if version is not None and version < (1, 35, 0):
+            problems.append(
+                Problem(
+                    ("spec", "submissionMode"),
+                    "the SidecarSubmitterRestart feature gate needs Kubernetes 1.35 or newer "
+                    "(per-container restartPolicy), but the target is "
+                    f"{options.kubernetes_version}; raise the Kubernetes version or turn the "
+                    "gate off",
+                )
+            )
+    if spec.get("rayClusterSpec") is not None and plan.selector_cluster is None:
+        problems.extend(_check_podinfo(spec["rayClusterSpec"]))
+    return problems
+
+
+def _check_submitter_template(plan: RayJobPlan) -> list[Problem]:
+    spec = plan.spec
+    template = spec.get("submitterPodTemplate")
+    at: JsonPath = ("spec", "submitterPodTemplate")
+    if template is None:
+        if plan.selector_cluster is not None:
+            return [
+                Problem(
+                    ("spec", "clusterSelector"),
+                    "a K8sJobMode RayJob with clusterSelector needs spec.submitterPodTemplate: "
+                    "KubeRay takes the submitter image from the live RayCluster "
+                    f"{plan.selector_cluster!r}, which kuberay render cannot read; set "
+                    "submitterPodTemplate (with the image) or use submissionMode HTTPMode",
+                )
+            ]
+        return []
+    pod = template.get("spec") or {}
+    problems: list[Problem] = []
+    if not pod.get("containers"):
+        problems.append(Problem((*at, "spec"), "submitterPodTemplate needs at least one container"))
+    if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+        problems.append(
+            Problem(
+                (*at, "spec", "restartPolicy") if "restartPolicy" in pod else (*at, "spec"),
+                "a Job's Pod template needs restartPolicy Never or OnFailure and KubeRay copies "
+                "submitterPodTemplate as is; set restartPolicy: Never",
+            )
+        )
+    return problems
+
+
+def _check_podinfo(cluster_spec: Manifest) -> list[Problem]:
+    """The downward API volume must not clash with the user's volumes or mounts."""
+    problems: list[Problem] = []
+    for at, group in group_templates(cluster_spec):
+        pod = (group.get("template") or {}).get("spec") or {}
+        for i, volume in enumerate(pod.get("volumes") or []):
+            if volume.get("name") == naming.PODINFO_VOLUME:
+                problems.append(
+                    Problem(
+                        (*at, "template", "spec", "volumes", i, "name"),
+                        f"the volume name {naming.PODINFO_VOLUME} is reserved by kuberay render "
+                        "for the RayJob shutdown wrapper; rename the volume",
+                    )
+                )
+        containers = pod.get("containers") or []
+        for i, mount in enumerate((containers[0] if containers else {}).get("volumeMounts") or []):
+            if mount.get("mountPath") == naming.PODINFO_DIR:
+                problems.append(
+                    Problem(
+                        (*at, "template", "spec", "containers", 0, "volumeMounts", i, "mountPath"),
+                        f"the path {naming.PODINFO_DIR} is reserved by kuberay render for the "
+                        "RayJob shutdown wrapper; mount the volume elsewhere",
+                    )
+                )
+    return problems
+
+
+def _metadata_version_error(plan: RayJobPlan) -> str | None:
+    """KubeRay refuses `--metadata-json` for an explicit rayVersion below 2.6.0."""
+    cluster_spec = plan.spec.get("rayClusterSpec")
+    if cluster_spec is None:
+        return None
+    version = str(cluster_spec.get("rayVersion") or "")
+    if not version:
+        return None
+    match = _SEMVER.fullmatch(version)
+    if match is None:
+        return (
+            f"failed to parse Ray version: {version}: Invalid Semantic Version; KubeRay cannot "
+            "pass metadata to `ray job submit` and the RayJob stays Initializing: fix "
+            "rayClusterSpec.rayVersion"
+        )
+    numbers = tuple(int(g) if g else 0 for g in match.groups()[:3])
+    prerelease = match.group(4)
+    if numbers < (2, 6, 0) or prerelease is not None:
+        return (
+            "the Ray version must be at least 2.6.0 to use the metadata field (got "
+            f"{version}); KubeRay never submits the job: raise rayClusterSpec.rayVersion or "
+            "remove spec.metadata"
+        )
+    return None
+
+
+_HEAD_PORTS_AT: Final[JsonPath] = (
+    "spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "containers", 0, "ports"
+)  # fmt: skip
+DASHBOARD_PORT_MESSAGE: Final = (
+    "the head container has ports but none named 'dashboard': KubeRay cannot find the "
+    "dashboard URL and the RayJob never leaves Initializing; name the dashboard port "
+    "'dashboard'"
+)
+
+
+def check_dashboard_port(port: int | None) -> list[Problem]:
+    """The rendered head Service must have a port named `dashboard` for the job's URL."""
+    return [] if port is not None else [Problem(_HEAD_PORTS_AT, DASHBOARD_PORT_MESSAGE)]
+
+
+def check_wrapped(cluster_spec: Manifest, objects: list[Manifest]) -> list[Problem]:
+    """Warn once per group whose command the wrapper cannot reach (the user runs `ray start`)."""
+    unwrapped: set[str] = set()
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        args = obj["spec"]["containers"][0].get("args") or []
+        if not any(naming.SHUTDOWN_REQUESTED in str(arg) for arg in args):
+            unwrapped.add(str(obj["metadata"]["labels"].get(naming.RAY_GROUP)))
+    problems = []
+    for at, group in group_templates(cluster_spec):
+        name = naming.HEAD_GROUP if at[-1] == "headGroupSpec" else str(group.get("groupName"))
+        if name in unwrapped:
+            problems.append(
+                Problem(
+                    (*at, "template", "spec", "containers", 0),
+                    "this Ray container runs its own `ray start` (or the RayJob sets "
+                    "ray.io/overwrite-container-cmd), so kuberay render cannot wrap it: the "
+                    f"syncer's {naming.SHUTDOWN_REQUESTED} annotation will not stop its Pods",
+                    "warning",
+                )
+            )
     return problems

@@ -3,22 +3,24 @@
 Mirrors `ValidateRayServiceMetadata`, `ValidateRayServiceSpec` and `ValidateClusterUpgradeOptions`
 (reference rayservice.md §2.3) in KubeRay's order and hands `rayClusterConfig` to the RayCluster
 rules, but reports every problem at the offending field. One deliberate difference (DESIGN
-§3): an incremental upgrade does not require `enableInTreeAutoscaling`. Pure: documents in,
-`Problem`s out.
+§3): an incremental upgrade does not require `enableInTreeAutoscaling`. `check_plan` holds
+the checks KubeRay makes only while reconciling (serve config, ports, upgrade annotations).
+Pure: `Problem`s out.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import Final
 
+from renderer import naming, yamltext
 from renderer.errors import JsonPath, Problem
+from renderer.manifest import Manifest
+from renderer.model.rayservice import RayServicePlan
 from renderer.options import RenderOptions
-from renderer.rules import raycluster
-from renderer.rules.raycluster import as_dict, as_text
-from schemas.intent import INCREMENTAL, UPGRADE_TYPES
-
-Manifest = dict[str, Any]
+from renderer.rules import common, raycluster
+from renderer.rules.common import as_dict, as_text
+from schemas.intent import ANN_PROGRESS_DEADLINE, ANN_UPGRADE_PAUSED, INCREMENTAL, UPGRADE_TYPES
 
 MAX_RAYSERVICE_NAME: Final = raycluster.MAX_RAYCLUSTER_NAME - 6  # room for `-xxxxx`
 _ANN_INITIALIZING_TIMEOUT: Final = "ray.io/initializing-timeout"
@@ -60,10 +62,10 @@ def _initializing_timeout_error(value: str) -> str | None:
 def check_rayservice(doc: Manifest, options: RenderOptions) -> list[Problem]:
     """Check a RayService that already passed the JSON Schema (CRD defaults not applied)."""
     spec = as_dict(doc.get("spec"))
-    managed = raycluster.check_managed_by(spec, ("spec", "managedBy"), "RayService")
+    managed = common.check_managed_by(spec, ("spec", "managedBy"), "RayService")
     if managed is not None:
         return [managed]
-    problems = raycluster.check_object_name(doc, "RayService", MAX_RAYSERVICE_NAME)
+    problems = common.check_object_name(doc, "RayService", MAX_RAYSERVICE_NAME)
     annotations = as_dict(as_dict(doc.get("metadata")).get("annotations"))
     timeout = as_text(annotations.get(_ANN_INITIALIZING_TIMEOUT))
     error = _initializing_timeout_error(timeout) if timeout else None
@@ -132,7 +134,7 @@ def _check_incremental(strategy: Manifest, options: RenderOptions) -> list[Probl
             Problem(
                 (*_STRATEGY, "type"),
                 f"{INCREMENTAL} requires the {gate} feature gate (KubeRay would silently treat "
-                f"the strategy as None); {raycluster.gate_hint(gate)}",
+                f"the strategy as None); {common.gate_hint(gate)}",
             )
         )
     if strategy.get("clusterUpgradeOptions") is None:
@@ -182,4 +184,124 @@ def _check_incremental(strategy: Manifest, options: RenderOptions) -> list[Probl
                 f"gatewayClassName is required for {INCREMENTAL}",
             )
         )
+    return problems
+
+
+# --- checks of the parsed service (KubeRay makes them while reconciling) ----------------
+
+_HEAD_PORTS: Final[JsonPath] = (
+    *_CLUSTER,
+    "headGroupSpec",
+    "template",
+    "spec",
+    "containers",
+    0,
+    "ports",
+)
+_SERVE_PORT_MESSAGE: Final = (
+    "the head container declares no port named 'serve' (or with the prefix 'serve-', e.g. "
+    "'serve-grpc'); KubeRay would never create the Kubernetes Service for Ray Serve: add such "
+    "a port"
+)
+
+
+def _check_serve_config(service: RayServicePlan) -> list[Problem]:
+    at: JsonPath = ("spec", "serveConfigV2")
+    text = service.serve_config
+    if not text.strip():
+        return [
+            Problem(
+                at,
+                "serveConfigV2 is empty: no Serve application is deployed and the RayService "
+                "never becomes ready; set serveConfigV2",
+                "warning",
+            )
+        ]
+    try:
+        parsed = yamltext.load(text)
+    except yamltext.YAMLError as exc:
+        line = yamltext.line(exc)
+        where = f" at line {line}" if line is not None else ""
+        return [Problem(at, f"serveConfigV2 is not valid YAML{where}: {yamltext.reason(exc)}")]
+    if not isinstance(parsed, dict):
+        return [Problem(at, f"serveConfigV2 must be a YAML mapping, got {type(parsed).__name__}")]
+    return []
+
+
+def _check_ports(service: RayServicePlan) -> list[Problem]:
+    problems: list[Problem] = []
+    cluster = service.cluster
+    custom = service.spec.get("serveService")
+    if not cluster.serve_ports:
+        if service.incremental or custom is None:
+            problems.append(Problem(_HEAD_PORTS, _SERVE_PORT_MESSAGE))
+        elif not (custom.get("spec") or {}).get("ports"):
+            problems.append(
+                Problem(
+                    ("spec", "serveService"),
+                    f"{_SERVE_PORT_MESSAGE}, or ports to serveService.spec",
+                )
+            )
+    if "dashboard" not in cluster.service_ports:
+        problems.append(
+            Problem(
+                _HEAD_PORTS,
+                "the head container declares no port named 'dashboard': the Serve applications "
+                'could never be deployed (KubeRay: "dashboard port is not found"); add it',
+            )
+        )
+    return problems
+
+
+def _check_incremental_plan(service: RayServicePlan) -> list[Problem]:
+    problems: list[Problem] = []
+    if service.cluster.wants_serve_service:
+        problems.append(
+            Problem(
+                ("metadata", "annotations", naming.ANN_ENABLE_SERVE_SERVICE),
+                f"with {INCREMENTAL} the cluster's own serve Service would have the name of the "
+                "per-generation serve Service; remove the annotation",
+            )
+        )
+    if service.spec.get("serveService") is not None:
+        problems.append(
+            Problem(
+                ("spec", "serveService"),
+                f"serveService is ignored with {INCREMENTAL} (as in KubeRay): clients reach the "
+                "Serve applications through the Gateway",
+                "warning",
+            )
+        )
+    return problems
+
+
+def _check_annotations(annotations: dict[str, str]) -> list[Problem]:
+    problems: list[Problem] = []
+    paused = annotations.get(ANN_UPGRADE_PAUSED)
+    if paused is not None and paused not in ("true", "false"):
+        problems.append(
+            Problem(
+                ("metadata", "annotations", ANN_UPGRADE_PAUSED),
+                f'expected "true" or "false", got {paused!r}',
+            )
+        )
+    deadline = annotations.get(ANN_PROGRESS_DEADLINE)
+    if deadline is not None and not (deadline.isdigit() and int(deadline) > 0):
+        problems.append(
+            Problem(
+                ("metadata", "annotations", ANN_PROGRESS_DEADLINE),
+                f"expected a positive integer of seconds, got {deadline!r}",
+            )
+        )
+    return problems
+
+
+def check_plan(service: RayServicePlan) -> list[Problem]:
+    """Checks KubeRay only makes while reconciling: serve config, ports, upgrade, annotations."""
+    problems = raycluster.check_parsed_cluster(service.cluster)
+    problems.extend(_check_serve_config(service))
+    problems.extend(_check_ports(service))
+    if service.incremental:
+        problems.extend(_check_incremental_plan(service))
+    problems.extend(_check_annotations(service.annotations))
     return problems

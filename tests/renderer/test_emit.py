@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import math
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -125,3 +128,53 @@ def test_multi_line_strings_use_literal_blocks_when_clean() -> None:
 
 def test_documents_are_separated_and_end_with_one_newline() -> None:
     assert emit.dump_all([{"a": 1}, {"b": [1, {"c": 2}]}]) == "a: 1\n---\nb:\n- 1\n- c: 2\n"
+
+
+def read_both(text: str) -> tuple[Any, Any]:
+    return yaml.safe_load(text), YAML(typ="safe", pure=True).load(io.StringIO(text))
+
+
+def test_special_floats_use_yaml_spellings() -> None:
+    text = emit.dump({"a": math.nan, "b": math.inf, "c": -math.inf, "d": 1e20})
+    assert text == "a: .nan\nb: .inf\nc: -.inf\nd: 1.0e+20\n"
+    for data in read_both(text):
+        assert math.isnan(data["a"])
+        assert data["b"] == math.inf and data["c"] == -math.inf
+        assert data["d"] == 1e20
+
+
+@pytest.mark.parametrize("text", ["x\n\n", "\n", "a\n\n\nb\n\n"])
+def test_text_ending_in_blank_lines_is_double_quoted(text: str) -> None:
+    # A `|` block keeps one final newline and `|-` none; more needs `|+`, which the
+    # emitter avoids: such text is written double-quoted.
+    out = emit.dump({"k": text})
+    assert out.startswith('k: "')
+    assert read_both(out) == ({"k": text}, {"k": text})
+
+
+@pytest.mark.parametrize(
+    ("text", "block"),
+    [("line1\nline2\n", "|\n  line1\n  line2\n"), ("a\n\nb", "|-\n  a\n\n  b\n")],
+)
+def test_clean_multi_line_text_uses_a_literal_block(text: str, block: str) -> None:
+    out = emit.dump({"k": text})
+    assert out == "k: " + block
+    assert read_both(out) == ({"k": text}, {"k": text})
+
+
+def test_a_top_level_sequence_and_nested_sequences() -> None:
+    value = [1, [2, 3], [], {}, {"k": "v"}]
+    out = emit.dump(value)
+    assert out == "- 1\n-\n  - 2\n  - 3\n- []\n- {}\n- k: v\n"
+    assert read_both(out) == (value, value)
+
+
+@pytest.mark.parametrize(("value", "text"), [("text", "text\n"), ({}, "{}\n"), (None, "null\n")])
+def test_a_bare_value_is_one_line(value: object, text: str) -> None:
+    assert emit.dump(value) == text
+
+
+def test_a_multi_line_key_is_double_quoted() -> None:
+    out = emit.dump({"multi\nline": 1})
+    assert out == '"multi\\nline": 1\n'
+    assert read_both(out) == ({"multi\nline": 1}, {"multi\nline": 1})

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from renderer.build import pods, startparams
-from renderer.model import parse_raycluster
+from renderer.model.raycluster import parse_raycluster
+from renderer.objects import pods, startparams
 from renderer.options import RenderOptions
 
 Manifest = dict[str, Any]

@@ -16,15 +16,24 @@ from typing import Any
 import pytest
 
 from renderer import compile as compiler
-from renderer import naming, sources
-from renderer.build import rayjob
+from renderer import goformat, naming, sources
 from renderer.errors import ManifestError, Problem
+from renderer.kinds import pipeline
+from renderer.kinds import rayjob as job_kind
+from renderer.model import rayjob as job_model
+from renderer.objects import submitter, wrapper
 from renderer.options import RenderOptions
 from tests.paths import SAMPLES
 from tests.validation import validate_object
 
 Manifest = dict[str, Any]
 OPTIONS = RenderOptions()
+
+
+def build_rayjob(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+    return pipeline.run(job_kind.KIND, doc, options)
+
+
 ADDR = "http://127.0.0.1:8265"
 HEALTH = (
     "until python -c \"import urllib.request; r=urllib.request.urlopen('{url}', timeout=10); "
@@ -100,14 +109,14 @@ def job_doc(
 
 
 def build(doc: Manifest, options: RenderOptions = OPTIONS) -> list[Manifest]:
-    problems, objects = rayjob.build_rayjob(doc, options)
+    problems, objects = build_rayjob(doc, options)
     errors = [p for p in problems if p.severity == "error"]
     assert not errors, errors
     return objects
 
 
 def problems_of(doc: Manifest, options: RenderOptions = OPTIONS) -> list[Problem]:
-    problems, objects = rayjob.build_rayjob(doc, options)
+    problems, objects = build_rayjob(doc, options)
     if any(p.severity == "error" for p in problems):
         assert objects == []
     return problems
@@ -135,8 +144,8 @@ def pods(objects: list[Manifest]) -> list[Manifest]:
     return [o for o in objects if o["kind"] == "Pod"]
 
 
-def plan_for(doc: Manifest) -> rayjob.RayJobPlan:
-    return rayjob.plan_rayjob(doc, OPTIONS)
+def plan_for(doc: Manifest) -> job_model.RayJobPlan:
+    return job_model.parse_rayjob(doc, OPTIONS)
 
 
 # --- the submitter command: KubeRay's job_test.go expectations -------------------------------
@@ -160,7 +169,7 @@ KUBERAY_TEST_OPTIONS = (
 
 
 def test_k8s_job_mode_script_matches_kuberay_test_with_every_option() -> None:
-    script = rayjob.submit_script(
+    script = submitter.submit_script(
         KUBERAY_TEST_SPEC,
         "testJobId",
         address=ADDR,
@@ -178,7 +187,7 @@ def test_k8s_job_mode_script_matches_kuberay_test_with_every_option() -> None:
 
 
 def test_sidecar_script_matches_kuberay_test_without_status_check_or_logs() -> None:
-    script = rayjob.submit_script(
+    script = submitter.submit_script(
         KUBERAY_TEST_SPEC,
         "testJobId",
         address=ADDR,
@@ -197,7 +206,7 @@ def test_sidecar_container_with_restart_gate_has_kuberay_k8s_job_shape() -> None
     doc = job_doc(submissionMode="SidecarMode", **KUBERAY_TEST_SPEC | {"jobId": "testJobId"})
     doc["spec"]["rayClusterSpec"] = cluster_spec(rayVersion="2.6.0")
     options = OPTIONS.with_gates(SidecarSubmitterRestart=True)
-    container = rayjob.build_sidecar_submitter(plan_for(doc), options)
+    container = submitter.build_sidecar_submitter(plan_for(doc), options)
     expected = (
         HEALTH.format(url="http://localhost:8265/api/gcs_healthz", addr=ADDR)
         + f"if ! ray job status --address {ADDR} testJobId >/dev/null 2>&1 ; then "
@@ -222,14 +231,14 @@ def test_sidecar_defaults_to_port_8265_when_the_head_lists_no_ports() -> None:
     head = head_container()
     del head["ports"]
     doc = job_doc(submissionMode="SidecarMode", rayClusterSpec=cluster_spec(head))
-    container = rayjob.build_sidecar_submitter(plan_for(doc), OPTIONS)
+    container = submitter.build_sidecar_submitter(plan_for(doc), OPTIONS)
     assert "--address http://127.0.0.1:8265 " in container["args"][0]
 
 
 def test_sidecar_uses_the_custom_dashboard_container_port() -> None:
     head = head_container(ports=[{"containerPort": 9000, "name": "dashboard"}])
     doc = job_doc(submissionMode="SidecarMode", rayClusterSpec=cluster_spec(head))
-    container = rayjob.build_sidecar_submitter(plan_for(doc), OPTIONS)
+    container = submitter.build_sidecar_submitter(plan_for(doc), OPTIONS)
     script = container["args"][0]
     assert "urlopen('http://localhost:9000/api/gcs_healthz'" in script
     assert "--address http://127.0.0.1:9000 " in script
@@ -243,20 +252,20 @@ def test_runtime_env_yaml_becomes_json_with_sorted_keys() -> None:
             'b393e77bbd6aba0881e3d94c05f968f05a387b96.zip"\npip: ["python-multipart==0.0.6"]\n'
         )
     }
-    assert rayjob.runtime_env_json(spec) == (
+    assert job_model.runtime_env_json(spec) == (
         '{"pip":["python-multipart==0.0.6"],"working_dir":"https://github.com/ray-project/'
         'serve_config_examples/archive/b393e77bbd6aba0881e3d94c05f968f05a387b96.zip"}'
     )
 
 
 def test_runtime_env_json_escapes_html_like_go_and_is_quoted_like_strconv() -> None:
-    tokens = rayjob.submit_options({"runtimeEnvYAML": 'pip: ["a>=1"]'}, None)
+    tokens = submitter.submit_options({"runtimeEnvYAML": 'pip: ["a>=1"]'}, None)
     assert tokens == ["--runtime-env-json", '"{\\"pip\\":[\\"a\\\\u003e=1\\"]}"']
 
 
 def test_runtime_env_is_read_as_yaml_1_1_with_go_number_formats() -> None:
     spec = {"runtimeEnvYAML": "flag: yes\nratio: 1.0\nsmall: 0.0000015\nbig: 1.0e+22\nn: 0x10"}
-    assert rayjob.runtime_env_json(spec) == (
+    assert job_model.runtime_env_json(spec) == (
         '{"big":1e+22,"flag":true,"n":16,"ratio":1,"small":0.0000015}'
     )
 
@@ -268,7 +277,7 @@ def test_runtime_env_keys_and_values_follow_go_json() -> None:
             'ctl: "\\x01<&\\u2028"\n'
         )
     }
-    assert rayjob.runtime_env_json(spec) == (
+    assert job_model.runtime_env_json(spec) == (
         '{"1.5":"d","3":"e","ctl":"\\u0001\\u003c\\u0026\\u2028","false":"c","low":false,'
         '"neg":-0,"null":"a","tiny":1e-7,"true":"b"}'
     )
@@ -281,26 +290,26 @@ def test_runtime_env_values_go_cannot_encode_are_refused(text: str) -> None:
 
 
 def test_whitespace_only_runtime_env_gives_null_like_kuberay() -> None:
-    assert rayjob.submit_options({"runtimeEnvYAML": "  \n"}, None) == [
+    assert submitter.submit_options({"runtimeEnvYAML": "  \n"}, None) == [
         "--runtime-env-json",
         '"null"',
     ]
 
 
 def test_go_quote_matches_strconv_quote() -> None:
-    assert rayjob.go_quote('a"b\\c\n\t\x01\x7fé\u200b') == '"a\\"b\\\\c\\n\\t\\x01\\x7fé\\u200b"'
-    assert rayjob.go_quote("\U000e0001\U0001f600") == '"\\U000e0001\U0001f600"'
+    assert goformat.go_quote('a"b\\c\n\t\x01\x7fé\u200b') == '"a\\"b\\\\c\\n\\t\\x01\\x7fé\\u200b"'
+    assert goformat.go_quote("\U000e0001\U0001f600") == '"\\U000e0001\U0001f600"'
 
 
 def test_entrypoint_floats_are_formatted_as_go_float32() -> None:
-    assert rayjob.go_float32(0.1) == "0.100000"
-    assert rayjob.go_float32(2) == "2.000000"
-    tokens = rayjob.submit_options({"entrypointNumCpus": 1e-50, "entrypointNumGpus": 0}, None)
+    assert goformat.go_float32(0.1) == "0.100000"
+    assert goformat.go_float32(2) == "2.000000"
+    tokens = submitter.submit_options({"entrypointNumCpus": 1e-50, "entrypointNumGpus": 0}, None)
     assert tokens == []
 
 
 def test_entrypoint_is_trimmed_and_pasted_unquoted() -> None:
-    script = rayjob.submit_script(
+    script = submitter.submit_script(
         {"entrypoint": "  python -c 'print(1)' \n"},
         "id",
         address=ADDR,
@@ -458,7 +467,7 @@ def test_submitter_matches_the_worked_example_of_the_reference() -> None:
         for d in sources.read_documents([str(SAMPLES / "ray-job.sample.yaml")])[0]
         if d.data["kind"] == "RayJob"
     ]
-    plan = rayjob.plan_rayjob(sample, OPTIONS)
+    plan = job_model.parse_rayjob(sample, OPTIONS)
     objects = build(sample)
     container = find(objects, "Job")["spec"]["template"]["spec"]["containers"][0]
     addr = f"http://{plan.cluster_name}-head-svc.default.svc.cluster.local:8265"
@@ -585,7 +594,7 @@ def test_cluster_pods_run_never_restart_under_the_wrapper_with_podinfo() -> None
         ray = spec["containers"][0]
         bare = next(e["value"] for e in ray["env"] if e["name"] == "KUBERAY_GEN_RAY_START_CMD")
         assert ray["args"] == [
-            "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + rayjob.wrap_ray_start(bare)
+            "ulimit -n ${RAY_START_ULIMIT_OPEN_FILES:-65536}; " + wrapper.wrap_ray_start(bare)
         ]
         assert bare.startswith("ray start")
         assert "--block" in bare
@@ -629,7 +638,7 @@ def test_raycluster_pods_are_not_wrapped() -> None:
 
 def test_user_ray_start_command_cannot_be_wrapped_and_warns() -> None:
     head = head_container(command=["/bin/bash", "-c"], args=["ray start --head --block"])
-    problems, objects = rayjob.build_rayjob(job_doc(rayClusterSpec=cluster_spec(head)), OPTIONS)
+    problems, objects = build_rayjob(job_doc(rayClusterSpec=cluster_spec(head)), OPTIONS)
     warnings = [p for p in problems if p.severity == "warning"]
     assert [p.path for p in warnings] == [
         ("spec", "rayClusterSpec", "headGroupSpec", "template", "spec", "containers", 0)
@@ -756,7 +765,7 @@ def test_sidecar_mode_puts_the_submitter_in_the_head_pod() -> None:
     derived = intent(objects)["derived"]
     assert derived["submitterContainerName"] == "ray-job-submitter"
     assert derived["submitterJobName"] is None
-    cluster = rayjob.build_job_cluster(plan)
+    cluster = job_model.job_cluster(plan, plan.spec["rayClusterSpec"])
     assert cluster.labels[naming.RAY_JOB_SUBMISSION_MODE] == "SidecarMode"
 
 
@@ -776,7 +785,7 @@ def test_http_and_interactive_modes_have_no_submitter(mode: str) -> None:
 
 
 def test_unknown_submission_mode_warns_and_submits_nothing() -> None:
-    problems, objects = rayjob.build_rayjob(job_doc(submissionMode="Batch"), OPTIONS)
+    problems, objects = build_rayjob(job_doc(submissionMode="Batch"), OPTIONS)
     assert [p.severity for p in problems] == ["warning"]
     assert "Job" not in kinds(objects)
 
@@ -821,7 +830,7 @@ def test_suspended_job_renders_only_its_intent() -> None:
 
 
 def test_managed_by_another_controller_renders_nothing() -> None:
-    problems, objects = rayjob.build_rayjob(job_doc(managedBy="kueue.x-k8s.io/multikueue"), OPTIONS)
+    problems, objects = build_rayjob(job_doc(managedBy="kueue.x-k8s.io/multikueue"), OPTIONS)
     assert objects == []
     assert [p.severity for p in problems] == ["warning"]
 
@@ -924,7 +933,7 @@ def fake_ray(tmp_path: Path) -> Iterator[Path]:
 
 
 def start_wrapper(state: Path, ray_exit: str = "") -> subprocess.Popen[bytes]:
-    script = rayjob.wrap_ray_start(
+    script = wrapper.wrap_ray_start(
         "ray start --head --block ", annotations_file=str(state / "annotations")
     )
     env = {

@@ -1,4 +1,4 @@
-"""Tests for renderer.build.rayservice and renderer.build.gateway (reference rayservice.md §3)."""
+"""The RayService pipeline, its model and its Gateway objects (reference rayservice.md §3)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 
 from renderer import compile as compiler
 from renderer import naming, sources
-from renderer.build import gateway, rayservice
 from renderer.errors import ManifestError, format_path
+from renderer.model import rayservice
+from renderer.objects import gateway
 from renderer.options import RenderOptions
 from schemas import intent as contract
 from tests.paths import SAMPLES

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from renderer import naming
-from renderer.build import storage
-from renderer.model import RayCluster, parse_raycluster
+from renderer.model.raycluster import RayCluster, parse_raycluster
+from renderer.objects import storage
 
 Manifest = dict[str, Any]
 

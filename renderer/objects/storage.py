@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer import naming
-from renderer.build.pods import clone
-from renderer.model import RayCluster
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest, clone
+from renderer.model.raycluster import RayCluster
 
 
 def build_gcs_pvc(cluster: RayCluster) -> list[Manifest]:

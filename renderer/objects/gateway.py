@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest
 
 API_VERSION: Final = "gateway.networking.k8s.io/v1"
 GROUP: Final = "gateway.networking.k8s.io"

@@ -7,13 +7,10 @@ of the cluster's namespace and name instead, and the IP SANs start with 127.0.0.
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer import naming
-from renderer.model import RayCluster
+from renderer.manifest import Manifest
+from renderer.model.raycluster import RayCluster
 from renderer.options import RenderOptions
-
-Manifest = dict[str, Any]
 
 _API = "cert-manager.io/v1"
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from renderer.build import network
-from renderer.model import RayCluster, parse_raycluster
+from renderer.model.raycluster import RayCluster, parse_raycluster
+from renderer.objects import network
 
 Manifest = dict[str, Any]
 

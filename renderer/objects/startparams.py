@@ -11,11 +11,11 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
-from renderer.quantity import approximate_float, ceil_value, go_json_float_map, is_zero
-
-Manifest = dict[str, Any]
+from renderer.goformat import go_json_float_map
+from renderer.manifest import Manifest
+from renderer.quantity import approximate_float, ceil_value, is_zero
 
 # Flags whose true/false values are written out instead of becoming bare switches.
 _VALUED_BOOLEAN_FLAGS: Final = frozenset({"log-color", "include-dashboard", "include-log-monitor"})

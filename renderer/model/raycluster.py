@@ -1,8 +1,9 @@
-"""Frozen views of checked manifests: what the builders read.
+"""The RayCluster model: a frozen view of a checked cluster spec, what the builders read.
 
-`parse_*` functions take a document that passed schema and semantic checks, apply
-the CRD defaults KubeRay relies on, and derive the names every builder shares
-(head Service, FQDN, head port). Pod templates stay plain dicts (`Manifest`).
+`parse_raycluster` takes a spec that passed the schema (standalone, or embedded in a
+RayJob or RayService), applies the CRD defaults KubeRay relies on, and derives the facts
+every builder shares (head Service name, FQDN, head port, the head's port set). Pod
+templates stay plain dicts (`Manifest`).
 """
 
 from __future__ import annotations
@@ -10,28 +11,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from renderer import naming
-from renderer.errors import Origin
+from renderer.manifest import Manifest
 from renderer.options import RenderOptions
-
-Manifest = dict[str, Any]
 
 MAX_INT32: Final = 2147483647
 DEFAULT_HEAD_PORT: Final = "6379"
+DEFAULT_DASHBOARD_PORT: Final = 8265
+DEFAULT_SERVE_PORT: Final = 8000
+# KubeRay's head port set when the Ray container declares none (raycluster.md §3.1).
+_DEFAULT_PORTS: Final = {
+    "client": 10001,
+    "gcs-server": 6379,
+    "dashboard": DEFAULT_DASHBOARD_PORT,
+    "metrics": 8080,
+    "serve": DEFAULT_SERVE_PORT,
+}
 
 EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectKey:
-    """Identity of an output object: two objects with the same key are an error."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +90,34 @@ class RayCluster:
         """`<HP>`: head rayStartParams `port`, verbatim, else 6379."""
         params = self.head.get("rayStartParams") or {}
         return str(params["port"]) if "port" in params else DEFAULT_HEAD_PORT
+
+    @property
+    def service_ports(self) -> dict[str, int]:
+        """KubeRay's port set from the head template's Ray container (§3.1), name → port."""
+        container = self.head["template"]["spec"]["containers"][0]
+        declared = container.get("ports") or []
+        ports: dict[str, int] = {}
+        if not declared:
+            ports.update(_DEFAULT_PORTS)
+        for port in declared:
+            number = int(port["containerPort"])
+            ports[str(port.get("name") or f"{number}-port")] = number
+        ports.setdefault("metrics", 8080)
+        return ports
+
+    @property
+    def serve_ports(self) -> dict[str, int]:
+        """The entries of the port set named `serve` or `serve-*`."""
+        return {
+            name: port
+            for name, port in self.service_ports.items()
+            if name == "serve" or name.startswith("serve-")
+        }
+
+    @property
+    def wants_serve_service(self) -> bool:
+        """The annotation `ray.io/enable-serve-service: "true"` asks for a serve Service."""
+        return self.annotations.get(naming.ANN_ENABLE_SERVE_SERVICE) == "true"
 
     @property
     def suspended(self) -> bool:
@@ -179,17 +206,3 @@ def parse_raycluster(
         extra_pod_labels=MappingProxyType(dict(extra_pod_labels or {})),
         restart_policy=restart_policy,
     )
-
-
-def document_namespace(doc: Manifest, options: RenderOptions) -> str:
-    """The namespace a document renders into: its own, else the render option."""
-    meta = doc.get("metadata") or {}
-    return str(meta.get("namespace") or options.namespace)
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """One parsed YAML document and where it came from."""
-
-    data: Any
-    origin: Origin

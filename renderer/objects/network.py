@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer import naming
-from renderer.build import startparams
-from renderer.build.pods import DEFAULT_DASHBOARD_PORT, clone
-from renderer.model import RayCluster
-
-Manifest = dict[str, Any]
+from renderer.manifest import Manifest, clone
+from renderer.model.raycluster import DEFAULT_DASHBOARD_PORT, RayCluster
+from renderer.objects import startparams
 
 
 def _policy(cluster: RayCluster, name: str, group: str, selector: dict[str, str]) -> Manifest:

@@ -7,19 +7,21 @@ names, multi-host replica names) are replaced by content hashes (DESIGN §2).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from renderer import naming
-from renderer.build import startparams
-from renderer.model import RayCluster, WorkerGroup
+from renderer.manifest import Manifest, clone
+from renderer.model.raycluster import (
+    DEFAULT_DASHBOARD_PORT,
+    DEFAULT_SERVE_PORT,
+    RayCluster,
+    WorkerGroup,
+)
+from renderer.objects import startparams
 from renderer.options import RenderOptions
 from renderer.rules.versions import at_least
 
-Manifest = dict[str, Any]
-
 DEFAULT_AGENT_PORT: Final = 52365
-DEFAULT_DASHBOARD_PORT: Final = 8265
-DEFAULT_SERVE_PORT: Final = 8000
 METRICS_PORT: Final = 8080
 TLS_DIR: Final = "/etc/ray/tls"
 TOKEN_DIR: Final = "/var/run/secrets/ray.io/serviceaccount"
@@ -62,15 +64,6 @@ _EVENT_TYPES: Final = (
     "DRIVER_JOB_DEFINITION_EVENT,DRIVER_JOB_LIFECYCLE_EVENT,ACTOR_DEFINITION_EVENT,"
     "ACTOR_LIFECYCLE_EVENT,NODE_DEFINITION_EVENT,NODE_LIFECYCLE_EVENT"
 )
-
-
-def clone(value: Any) -> Any:
-    """Deep-copy plain YAML data (dicts, lists, scalars) much faster than copy.deepcopy."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
 
 
 def _field_env(name: str, path: str) -> Manifest:

@@ -1,50 +1,19 @@
 """Head, serve and headless Services and the Ingress of a cluster (raycluster.md §3).
 
+Also a RayJob's `<job>-head-svc`, the cluster head Service under a name stable across runs.
+
 The default head Service sorts its ports as KubeRay does; where KubeRay follows Go
 map order (custom head Service, serve Service) the ports are sorted by name.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
-
 from renderer import naming
-from renderer.build.pods import clone
-from renderer.model import RayCluster
+from renderer.manifest import Manifest, clone
+from renderer.model.raycluster import RayCluster
+from renderer.model.rayjob import RayJobPlan
 from renderer.options import RenderOptions
-
-Manifest = dict[str, Any]
-
-_DEFAULT_PORTS: Final = {
-    "client": 10001,
-    "gcs-server": 6379,
-    "dashboard": 8265,
-    "metrics": 8080,
-    "serve": 8000,
-}
-
-
-def service_ports(cluster: RayCluster) -> dict[str, int]:
-    """KubeRay's port set from the head template's Ray container (§3.1), name → port."""
-    container = cluster.head["template"]["spec"]["containers"][0]
-    declared = container.get("ports") or []
-    ports: dict[str, int] = {}
-    if not declared:
-        ports.update(_DEFAULT_PORTS)
-    for port in declared:
-        number = int(port["containerPort"])
-        ports[str(port.get("name") or f"{number}-port")] = number
-    ports.setdefault("metrics", 8080)
-    return ports
-
-
-def serve_ports(cluster: RayCluster) -> dict[str, int]:
-    """The entries of the port set named `serve` or `serve-*`."""
-    return {
-        name: port
-        for name, port in service_ports(cluster).items()
-        if name == "serve" or name.startswith("serve-")
-    }
+from schemas.intent import RAYJOB
 
 
 def head_selector(cluster: RayCluster) -> dict[str, str]:
@@ -76,7 +45,7 @@ def build_head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
     """The head Service: KubeRay's default (§3.2) or the user's `headService` (§3.3)."""
     head = cluster.head
     selector = head_selector(cluster)
-    ports = service_ports(cluster)
+    ports = cluster.service_ports
     service_type = head.get("serviceType")
     annotations = dict(cluster.spec.get("headServiceAnnotations") or {})
     custom = head.get("headService")
@@ -128,13 +97,8 @@ def build_serve_service(cluster: RayCluster) -> Manifest:
     if cluster.head.get("serviceType"):
         spec["type"] = cluster.head["serviceType"]
     spec["selector"] = {naming.RAY_CLUSTER: cluster.name}
-    spec["ports"] = [{"name": n, "port": p} for n, p in sorted(serve_ports(cluster).items())]
+    spec["ports"] = [{"name": n, "port": p} for n, p in sorted(cluster.serve_ports.items())]
     return service
-
-
-def wants_serve_service(cluster: RayCluster) -> bool:
-    """KubeRay creates the serve Service only for the exact annotation value `true`."""
-    return cluster.annotations.get(naming.ANN_ENABLE_SERVE_SERVICE) == "true"
 
 
 def build_headless_service(cluster: RayCluster) -> Manifest:
@@ -181,7 +145,7 @@ def build_ingress(cluster: RayCluster) -> Manifest:
                 "backend": {
                     "service": {
                         "name": cluster.head_service_name,
-                        "port": {"number": service_ports(cluster).get("dashboard", 8265)},
+                        "port": {"number": cluster.service_ports.get("dashboard", 8265)},
                     }
                 },
             }
@@ -200,3 +164,17 @@ def build_ingress(cluster: RayCluster) -> Manifest:
         "metadata": metadata,
         "spec": spec,
     }
+
+
+def build_job_head_service(plan: RayJobPlan, cluster_service: Manifest) -> Manifest:
+    """`<job>-head-svc`: the cluster head Service's spec under a name stable across runs."""
+    service: Manifest = clone(cluster_service)
+    service["metadata"]["name"] = naming.head_service_name(plan.name)
+    service["metadata"]["labels"] = {
+        naming.RAY_ORIGIN_NAME: plan.name,
+        naming.RAY_ORIGIN_CRD: RAYJOB,
+        naming.RAY_NODE_TYPE: "head",
+        naming.RAY_IDENTIFIER: naming.identifier(plan.name, "head"),
+        **plan.source_labels,
+    }
+    return service

@@ -1,13 +1,15 @@
-"""Go's `encoding/json` text forms, where KubeRay's output embeds JSON that Go wrote.
+"""Go's text forms, wherever KubeRay's output or messages hold text that Go wrote.
 
-KubeRay writes `--resources` maps and the submitter's `--runtime-env-json` and
-`--metadata-json` with Go's encoder: keys sorted, no spaces, HTML characters escaped,
-floats in Go's shortest form. Pure string functions.
+`encoding/json` (KubeRay's `--resources` maps, `--runtime-env-json`, `--metadata-json`:
+keys sorted, no spaces, HTML characters escaped, floats in Go's shortest form),
+`strconv.Quote` / `%q`, `%v` of a string slice, `%f` of a float32 and `strings.TrimSpace`.
+The only home of these forms; pure string functions.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from decimal import Decimal
 from typing import Any, Final
 
@@ -103,3 +105,78 @@ def go_json(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(go_json(v) for v in value) + "]"
     raise GoJsonError(f"json: unsupported type: {type(value).__name__}")
+
+
+def go_json_float_map(values: dict[str, float]) -> str:
+    """Go's JSON for a map[string]float64: keys sorted byte-wise, no spaces.
+
+    Raises:
+        ValueError: when a value is infinite or NaN (json.Marshal fails in Go).
+    """
+    items = sorted(values.items(), key=lambda kv: kv[0].encode())
+    inner = ",".join(f"{go_string(k)}:{go_float(v)}" for k, v in items)
+    return "{" + inner + "}"
+
+
+# strconv.Quote's short escapes.
+_QUOTE_ESCAPES: Final = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+    '"': '\\"',
+    "\\": "\\\\",
+}
+# Go's unicode.IsSpace, what strings.TrimSpace removes.
+GO_SPACE: Final = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(chr(code) for code in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def go_quote(text: str) -> str:
+    """Go's `strconv.Quote`, which is also what `%q` prints for a string."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in _QUOTE_ESCAPES:
+            out.append(_QUOTE_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif char.isprintable():
+            out.append(char)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def go_list(items: list[str]) -> str:
+    """Go's `%v` of a `[]string`: `[a b]`."""
+    return "[" + " ".join(items) + "]"
+
+
+def go_trim_space(text: str) -> str:
+    """Go's `strings.TrimSpace`."""
+    return text.strip(GO_SPACE)
+
+
+def _float32(value: float) -> float:
+    rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    return rounded
+
+
+def go_float32(value: float) -> str:
+    """Go's `fmt.Sprintf("%f", float32(value))`."""
+    return f"{_float32(value):f}"
+
+
+def is_positive_float32(value: Any) -> bool:
+    """Whether `float32(value) > 0` in Go; an absent value is not."""
+    return value is not None and _float32(float(value)) > 0

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from renderer.build import pods
-from renderer.model import RayCluster, parse_raycluster
+from renderer.model.raycluster import RayCluster, parse_raycluster
+from renderer.objects import pods
 from renderer.options import RenderOptions
 
 Manifest = dict[str, Any]

@@ -14,11 +14,10 @@ from fractions import Fraction
 import pytest
 
 from renderer import quantity
-from renderer.gojson import go_float
+from renderer.goformat import go_float, go_json_float_map
 from renderer.quantity import (
     approximate_float,
     ceil_value,
-    go_json_float_map,
     is_zero,
     parse_quantity,
 )

@@ -9,7 +9,7 @@ import yaml
 
 from renderer import compile as compiler
 from renderer.errors import ManifestError, Origin
-from renderer.model import Document
+from renderer.model.document import Document
 from renderer.options import RenderOptions
 from tests.paths import GOLDEN, SAMPLES
 from tests.validation import validate_object

@@ -1,11 +1,8 @@
-"""Problem formatting (STYLE §3) and the render options' feature gates (raycluster.md §0.1)."""
+"""Problem formatting (STYLE §3): values, paths, diagnostics and the summary line."""
 
 from __future__ import annotations
 
-import pytest
-
 from renderer.errors import Diagnostic, Origin, Problem, format_path, show, summary
-from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
 
 
 def test_show_is_json_like_and_shortened() -> None:
@@ -53,26 +50,3 @@ def test_summary_counts_errors_warnings_and_files() -> None:
         "1 error and 1 warning in 1 file; nothing written"
     )
     assert summary([Diagnostic(a, warning), Diagnostic(b, warning)]) == "2 warnings in 2 files"
-
-
-def test_feature_gate_defaults_are_kuberays() -> None:
-    # §0.1: the beta gates are on, the alpha gates off.
-    options = RenderOptions()
-    assert options.gate("RayClusterStatusConditions")
-    assert options.gate("RayMultiHostIndexing")
-    assert not options.gate("RayClusterNetworkPolicy")
-    assert not options.gate("RayClusterHistoryServer")
-    assert not options.gate("NoSuchGate")
-
-
-def test_with_gates_changes_a_copy() -> None:
-    options = RenderOptions()
-    changed = options.with_gates(RayClusterMTLS=True, RayMultiHostIndexing=False)
-    assert changed.gate("RayClusterMTLS") and not changed.gate("RayMultiHostIndexing")
-    assert not options.gate("RayClusterMTLS")
-    assert set(changed.feature_gates) == set(DEFAULT_FEATURE_GATES)
-
-
-def test_with_gates_refuses_unknown_gates() -> None:
-    with pytest.raises(ValueError, match="unknown feature gate\\(s\\): Bogus, Nope"):
-        RenderOptions().with_gates(Nope=True, Bogus=False)

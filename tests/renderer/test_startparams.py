@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from renderer.build import startparams
+from renderer.objects import startparams
 
 HUGE = "1" * 20 + "e300"  # a valid quantity whose float64 is +Inf
 

@@ -1,0 +1,51 @@
+"""The one shape of a kind's pipeline, and the driver that runs it: check, parse, check, build.
+
+Each kind module (`kinds.raycluster`, `kinds.rayjob`, `kinds.rayservice`) supplies four
+pure functions; `run` is the only place their order is written: the document's rules, the
+`managedBy` guard (KubeRay skips an object another controller manages), parse into the
+model, the model's rules, build. Nothing is built once a problem is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from renderer.errors import Problem, has_error
+from renderer.manifest import Manifest
+from renderer.options import RenderOptions
+from renderer.rules.common import is_managed_by_kuberay
+
+M = TypeVar("M")
+Built = tuple[list[Problem], list[Manifest]]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind(Generic[M]):
+    """The four steps of one kind, over its model type `M`."""
+
+    check: Callable[[Manifest, RenderOptions], list[Problem]]
+    parse: Callable[[Manifest, RenderOptions], M]
+    check_model: Callable[[M, RenderOptions], list[Problem]]
+    build: Callable[[M, RenderOptions], Built]
+    # RayCluster's parse is total over any schema-valid spec, so its model rules still run
+    # after a document rule failed (one run shows more); the other kinds' models need a
+    # document their rules accepted.
+    parse_despite_errors: bool = False
+
+
+def run(kind: Kind[M], doc: Manifest, options: RenderOptions) -> Built:
+    """Check a schema-valid document of `kind` and build its objects (none on an error)."""
+    problems = kind.check(doc, options)
+    if not is_managed_by_kuberay(doc.get("spec") or {}):
+        return problems, []  # the rules said so (a warning, or the value's error)
+    if has_error(problems) and not kind.parse_despite_errors:
+        return problems, []
+    model = kind.parse(doc, options)
+    problems.extend(kind.check_model(model, options))
+    if has_error(problems):
+        return problems, []
+    more, objects = kind.build(model, options)
+    problems.extend(more)
+    return problems, [] if has_error(more) else objects

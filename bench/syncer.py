@@ -66,10 +66,11 @@ import urllib3
 from kubernetes import client
 
 from renderer import naming
-from syncer import rayjob, views
-from syncer.intent import parse_job_intent
-from syncer.kube import MERGE_PATCH, KubeClient, Page, Resource, WatchEvent
-from syncer.loop import (
+from syncer.rayjob import machine as rayjob
+from syncer.rayjob import views
+from syncer.rayjob.intent import parse_job_intent
+from syncer.kube.client import MERGE_PATCH, KubeClient, Page, Resource, WatchEvent
+from syncer.engine import (
     ROLE_STATUS,
     STATUS_ANNOTATION_PREFIX,
     STATUS_KEY,

@@ -20,16 +20,16 @@ import click
 
 from syncer import metrics
 from syncer.config import Config, ConfigError, load_config
-from syncer.dashboard import Dashboard, HttpDashboard
+from syncer.ray.dashboard import Dashboard, HttpDashboard
 from syncer.errors import SyncerError
 from syncer.httpserver import HealthServer, MetricsServer
-from syncer.kube import SECRETS, KubeClient
-from syncer.leader import AlwaysLeader, GuardedKube, LeaderElector
+from syncer.kube.client import SECRETS, KubeClient
+from syncer.kube.leader import AlwaysLeader, GuardedKube, LeaderElector
 from syncer.logs import setup_logging
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.engine import Options, Syncer
+from syncer.rayjob.machine import Settings
 from syncer.reload import ConfigWatcher
-from syncer.serving import ServingController
+from syncer.rayservice.reconciler import ServingController
 
 _LOG = logging.getLogger("kuberay-syncer")
 VERSION = "0.1.0"

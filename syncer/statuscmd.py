@@ -15,7 +15,7 @@ import click
 
 from renderer import emit, naming
 from syncer.errors import SyncerError
-from syncer.kube import CONFIGMAPS, KubeClient
+from syncer.kube.client import CONFIGMAPS, KubeClient
 
 Manifest = dict[str, Any]
 ROLE_STATUS = "status"

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import pytest
 
-from syncer.dashboard import (
+from syncer.ray.dashboard import (
     Dashboard,
     DeploymentDetails,
     HttpDashboard,

@@ -30,10 +30,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from renderer import naming
-from syncer.dashboard import HttpDashboard, JobInfo
-from syncer.kube import CONFIGMAPS, PODS, KubeClient
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.ray.dashboard import HttpDashboard, JobInfo
+from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
+from syncer.engine import Options, Syncer
+from syncer.rayjob.machine import Settings
 from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import CommandRunner, Controllers, PodProcess
 from tests.fakeapi.fixtures import KubeApi

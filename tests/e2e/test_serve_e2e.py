@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer import serving
-from syncer.dashboard import Dashboard, HttpDashboard, ServeDetails, replica_state_counts
-from syncer.kube import CONFIGMAPS, HTTPROUTES, MERGE_PATCH
-from syncer.loop import Options, Syncer
+from syncer.rayservice import machine as rs
+from syncer.rayservice import reconciler as serving
+from syncer.ray.dashboard import Dashboard, HttpDashboard, ServeDetails, replica_state_counts
+from syncer.kube.client import CONFIGMAPS, HTTPROUTES, MERGE_PATCH
+from syncer.engine import Options, Syncer
 from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi

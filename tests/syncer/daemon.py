@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from syncer.cli import serve
-from syncer.dashboard import Dashboard, HttpDashboard
+from syncer.ray.dashboard import Dashboard, HttpDashboard
 from syncer.errors import SyncerError
 
 Manifest = dict[str, Any]

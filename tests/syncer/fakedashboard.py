@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from syncer.dashboard import (
+from syncer.ray.dashboard import (
     ApplicationDetails,
     ApplicationStatus,
     DeploymentDetails,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 
 from bench.syncer import Scale, kuberay_model, report, run_syncer
-from syncer import rayjob
-from syncer.informer import same_content
-from syncer.loop import POLL_SHARE, DashboardPool, Options, Syncer
-from syncer.workqueue import WorkQueue
+from syncer.rayjob import machine as rayjob
+from syncer.kube.informer import same_content
+from syncer.engine import POLL_SHARE, DashboardPool, Options, Syncer
+from syncer.kube.workqueue import WorkQueue
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan, ManualClock
 
 
@@ -148,8 +148,8 @@ def test_polls_share_the_dashboard_budget_between_running_jobs() -> None:
 
 
 def test_guarded_kube_lists_page_by_page_for_informers() -> None:
-    from syncer.kube import PODS
-    from syncer.leader import AlwaysLeader, GuardedKube
+    from syncer.kube.client import PODS
+    from syncer.kube.leader import AlwaysLeader, GuardedKube
 
     class Paged:
         def list_pages(self, resource, namespace, *, label_selector=None, limit=100):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.dashboard import Dashboard, replica_state_counts
+from syncer.ray.dashboard import Dashboard, replica_state_counts
 from syncer.errors import NotFoundError, PermanentError, TransientError
 from tests.syncer.fakedashboard import (
     GHOST_ENTRYPOINT,

@@ -24,12 +24,21 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer.dashboard import HttpDashboard
+from syncer.ray.dashboard import HttpDashboard
 from syncer.errors import TransientError
-from syncer.kube import CONFIGMAPS, EVENTS, LEASES, PODS, Kube, KubeClient, Resource, WatchEvent
-from syncer.leader import GuardedKube, LeaderElector
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.kube.client import (
+    CONFIGMAPS,
+    EVENTS,
+    LEASES,
+    PODS,
+    Kube,
+    KubeClient,
+    Resource,
+    WatchEvent,
+)
+from syncer.kube.leader import GuardedKube, LeaderElector
+from syncer.engine import Options, Syncer
+from syncer.rayjob.machine import Settings
 from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.faults import AuditRecord

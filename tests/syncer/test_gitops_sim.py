@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer import serving
+from syncer.rayservice import machine as rs
+from syncer.rayservice import reconciler as serving
 from syncer.errors import ConflictError
-from syncer.informer import Informer
-from syncer.kube import CONFIGMAPS, EVENTS, HTTPROUTES, PODS, SERVICES, KubeClient, Resource
-from syncer.loop import STATUS_ANNOTATION_PREFIX, Options, Syncer
+from syncer.kube.informer import Informer
+from syncer.kube.client import CONFIGMAPS, EVENTS, HTTPROUTES, PODS, SERVICES, KubeClient, Resource
+from syncer.engine import STATUS_ANNOTATION_PREFIX, Options, Syncer
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard, ManualClock

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from renderer import naming
-from syncer.intent import JobIntent, parse_job_intent
-from syncer.rayjob import (
+from syncer.rayjob.intent import JobIntent, parse_job_intent
+from syncer.rayjob.machine import (
     Action,
     Decision,
     DeleteSubmitter,

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer.intent import IntentError
+from syncer.rayservice import machine as rs
+from syncer.rayjob.intent import IntentError
 from tests.paths import SAMPLES
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard, ManualClock
 from tests.syncer.harness import render

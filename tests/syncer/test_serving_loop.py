@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from renderer import gitops, naming
-from syncer import rayservice as rs
-from syncer import serving
+from syncer.rayservice import machine as rs
+from syncer.rayservice import reconciler as serving
 from syncer.errors import PermanentError
-from syncer.kube import (
+from syncer.kube.client import (
     CONFIGMAPS,
     EVENTS,
     HTTPROUTES,
@@ -32,7 +32,7 @@ from syncer.kube import (
     KubeClient,
     Resource,
 )
-from syncer.loop import Options, Syncer
+from syncer.engine import Options, Syncer
 from tests.fakeapi.controllers import Controllers, Rest
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard

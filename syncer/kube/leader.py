@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from syncer.errors import ConflictError, NotLeaderError, SyncerError
-from syncer.kube import LEASES, LIST_PAGE, Kube, Page, Resource, WatchEvent
-from syncer.kubetime import micro_time
+from syncer.kube.client import LEASES, LIST_PAGE, Kube, Page, Resource, WatchEvent
+from syncer.kube.timestamps import micro_time
 
 Manifest = dict[str, Any]
 _LOG = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Protocol, cast
 
 from syncer.errors import GoneError, SyncerError
-from syncer.kube import Kube, Resource
+from syncer.kube.client import Kube, Resource
 
 Manifest = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)

@@ -19,9 +19,9 @@ from typing import Any, Final
 
 from renderer import naming
 from schemas import intent as contract
-from syncer.dashboard import ServeDetails
-from syncer.intent import IntentError
-from syncer.kubetime import format_time, parse_time
+from syncer.ray.dashboard import ServeDetails
+from syncer.rayjob.intent import IntentError
+from syncer.kube.timestamps import format_time, parse_time
 
 Manifest = dict[str, Any]
 

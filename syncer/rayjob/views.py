@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from renderer import naming
-from syncer.rayjob import PodView, SubmitterView
+from syncer.rayjob.machine import PodView, SubmitterView
 
 Manifest = dict[str, Any]
 

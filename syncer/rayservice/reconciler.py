@@ -18,17 +18,20 @@ from typing import Any, Final
 
 from renderer import naming
 from schemas import intent as contract
-from syncer import events, metrics, rayservice, views
+from syncer import metrics
+from syncer.kube import events
+from syncer.rayjob import views
+from syncer.rayservice import machine as rayservice
 from syncer.errors import (
     ConflictError,
     NotLeaderError,
     SyncerError,
     TransientError,
 )
-from syncer.informer import Informer
-from syncer.intent import IntentError
-from syncer.kube import CONFIGMAPS, HTTPROUTES, PODS, SERVICES, Resource
-from syncer.loop import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER, Syncer
+from syncer.kube.informer import Informer
+from syncer.rayjob.intent import IntentError
+from syncer.kube.client import CONFIGMAPS, HTTPROUTES, PODS, SERVICES, Resource
+from syncer.engine import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER, Syncer
 
 Manifest = dict[str, Any]
 Key = tuple[str, str, str]  # ("RayService", namespace, name)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from syncer.intent import JobIntent
-from syncer.kubetime import format_time, parse_time
+from syncer.rayjob.intent import JobIntent
+from syncer.kube.timestamps import format_time, parse_time
 
 Manifest = dict[str, Any]
 

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
-from syncer import events, rayjob, views
-from syncer.dashboard import Dashboard
+from syncer.kube import events
+from syncer.rayjob import machine as rayjob
+from syncer.rayjob import views
+from syncer.ray.dashboard import Dashboard
 from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
-from syncer.informer import Informer
-from syncer.intent import IntentError, JobIntent, parse_job_intent
-from syncer.kube import CONFIGMAPS, JOBS, JSON_PATCH, PODS, Kube
-from syncer.workqueue import WorkQueue
+from syncer.kube.informer import Informer
+from syncer.rayjob.intent import IntentError, JobIntent, parse_job_intent
+from syncer.kube.client import CONFIGMAPS, JOBS, JSON_PATCH, PODS, Kube
+from syncer.kube.workqueue import WorkQueue
 
 Manifest = dict[str, Any]
 JobKey = tuple[str, str, str]  # (origin kind, namespace, name)

@@ -94,6 +94,17 @@ class Kube(Protocol):
         """All objects (following `continue`), and the list's resourceVersion."""
         ...
 
+    def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int = LIST_PAGE,
+    ) -> Iterator[tuple[Page, str]]:
+        """The objects one page at a time, each page with the list's resourceVersion."""
+        ...
+
     def watch(
         self,
         resource: Resource,

@@ -7,8 +7,8 @@ import logging
 from typing import Any, Final
 
 from renderer import naming
-from syncer.kube import timestamps as kubetime
 from syncer.errors import NotLeaderError, SyncerError
+from syncer.kube import timestamps as kubetime
 from syncer.kube.client import EVENTS, Kube
 
 Manifest = dict[str, Any]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from renderer import naming
+from syncer.ray.types import RayFacts
 from syncer.rayjob.intent import JobIntent, parse_job_intent
 from syncer.rayjob.machine import (
     Action,
@@ -25,7 +26,6 @@ from syncer.rayjob.machine import (
     Event,
     Observation,
     PodView,
-    RayFacts,
     Record,
     Settings,
     Shutdown,

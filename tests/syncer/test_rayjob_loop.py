@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from renderer import naming
+from syncer.cli import Options, Syncer
 from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
-from syncer.engine import Options, Syncer
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi

@@ -22,7 +22,6 @@ import click
 
 from renderer import compile as compiler
 from renderer import emit, gitops, output, sources
-from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
 
@@ -325,82 +324,6 @@ def _validate(paths: tuple[str, ...], params: dict[str, object]) -> None:
 def validate(paths: tuple[str, ...], **params: object) -> None:
     """Check manifests and report every problem, writing nothing."""
     _run(_validate, paths, params)
-
-
-def _syncer_manifests(params: dict[str, object]) -> None:
-    config: dict[str, object] = {"ttl_mode": str(params["ttl_mode"])}
-    if params.get("dashboard_auth_secret"):
-        config["dashboard_auth_secret"] = str(params["dashboard_auth_secret"])
-    watch = params.get("watch_namespaces")
-    replicas = params.get("replicas")
-    try:
-        objects = syncer_build.build_syncer_manifests(
-            namespace=str(params["namespace"]),
-            image=str(params["image"]),
-            watch_namespaces=[str(n) for n in watch] if isinstance(watch, tuple) else [],
-            replicas=replicas if isinstance(replicas, int) else 2,
-            config=config,
-        )
-    except ValueError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise _ExitError(EXIT_INVALID) from exc
-    output_dir = params.get("output_dir")
-    if output_dir is None:
-        sys.stdout.write(emit.dump_all(objects))
-        return
-    directory = Path(str(output_dir))
-    existing = _read_existing(directory) if directory.exists() else {}
-    if existing is None:
-        if any(directory.iterdir()):
-            click.echo(
-                f"error: {directory} is not empty and was not written by kuberay "
-                f"(no {output.MARKER} file); refusing to write into it",
-                err=True,
-            )
-            raise _ExitError(EXIT_INVALID)
-        existing = {}
-    _write_directory(directory, output.plan_directory(objects), existing)
-
-
-@main.command("syncer-manifests")
-@click.option(
-    "--namespace",
-    "-n",
-    default=syncer_build.DEFAULT_NAMESPACE,
-    show_default=True,
-    help="Namespace the syncer runs in (its Deployment, ConfigMap and Lease).",
-)
-@click.option("--image", default=syncer_build.DEFAULT_IMAGE, show_default=True, help="Image.")
-@click.option(
-    "--watch-namespace",
-    "watch_namespaces",
-    multiple=True,
-    help="A namespace whose Ray objects the syncer manages (repeatable; default: its own "
-    "namespace; '*' for all, with a ClusterRole).",
-)
-@click.option("--replicas", type=click.IntRange(min=0), default=2, show_default=True)
-@click.option(
-    "--ttl-mode",
-    type=click.Choice(["stop", "delete"]),
-    default="stop",
-    show_default=True,
-    help="After a RayJob's TTL: stop the Ray pods (GitOps-safe) or delete them.",
-)
-@click.option(
-    "--dashboard-auth-secret",
-    default=None,
-    help="Secret (key auth_token) the Ray dashboards want; the syncer may read only it.",
-)
-@click.option(
-    "-o",
-    "--output-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Write one file per object, with a kustomization.yaml, into DIR.",
-)
-def syncer_manifests(**params: object) -> None:
-    """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
-    _run(_syncer_manifests, params)
 
 
 _load_plugins()

@@ -144,6 +144,7 @@ class Syncer:
 
     def start(self, stop: threading.Event | None = None) -> bool:
         """Start caches, then workers and the resync (see `Engine.start`)."""
+        metrics.BUILD_INFO.labels(version=VERSION).set(1)
         return self.engine.start(stop)
 
     def stop(self) -> None:
@@ -314,7 +315,6 @@ def serve(
         is_leader=leader.is_fresh,
     )
     syncer_ref.append(syncer)
-    metrics.BUILD_INFO.labels(version=VERSION).set(1)
 
     def apply(new: Config) -> None:
         # Runs on the watcher's thread: the parts swap in new frozen options, so a pass

@@ -24,7 +24,7 @@ JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
 SIDECAR_CONTAINER: Final = "ray-job-submitter"
 
 
-def _meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
+def _projected_meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
     meta = obj.get("metadata") or {}
     kept: Manifest = {
         "name": meta.get("name"),
@@ -49,7 +49,7 @@ def project_pod(pod: Manifest) -> Manifest:
     """A pod cut down to identity, labels, gates, phase, readiness and container ends."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    meta = _meta(pod)
+    meta = _projected_meta(pod)
     annotations = meta.pop("annotations")
     if naming.SHUTDOWN_REQUESTED in annotations:
         meta["annotations"] = {naming.SHUTDOWN_REQUESTED: annotations[naming.SHUTDOWN_REQUESTED]}
@@ -86,7 +86,7 @@ def project_job(job: Manifest) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(job, annotations=False),
+        "metadata": _projected_meta(job, annotations=False),
         "status": {"conditions": conditions, "completionTime": status.get("completionTime")},
     }
 

@@ -35,7 +35,7 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard
 from tests.syncer.harness import render, wait_until
-from tests.syncer.test_serving_loop import GatewaySim, GitOps, RecordingKube, generation_of
+from tests.syncer.test_rayservice_reconciler import GatewaySim, GitOps, RecordingKube, generation_of
 
 Manifest = dict[str, Any]
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,7 @@
 """A GitOps tool and the syncer side by side during an incremental upgrade.
 
 Every tick the GitOps tool re-applies the rendered manifests (Argo CD automated sync with
-self-heal: `GitOps` in test_serving_loop.py), the kubelet and Gateway simulators step, and
+self-heal: `GitOps` in test_rayservice_reconciler.py), the kubelet and Gateway simulators step, and
 the syncer makes one pass; after each actor the declared fields of every live object are
 recorded. Honouring the emitted ignore configuration (`renderer.gitops`), the upgrade
 completes and no field ever returns to a value it had left. Without it, the route's rules
@@ -36,7 +36,7 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard, ManualClock
 from tests.syncer.harness import render
-from tests.syncer.test_serving_loop import GatewaySim, GitOps, generation_of, manifest
+from tests.syncer.test_rayservice_reconciler import GatewaySim, GitOps, generation_of, manifest
 
 Manifest = dict[str, Any]
 RENDERED = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"

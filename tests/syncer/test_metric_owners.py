@@ -34,8 +34,8 @@ from syncer.rayservice.state import Settings as ServiceSettings
 from syncer.reload import ConfigWatcher
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
-from tests.syncer import test_rayjob_loop as rayjob_loop
-from tests.syncer import test_serving_loop as serving_loop
+from tests.syncer import test_rayjob_reconciler as rayjob_rig_parts
+from tests.syncer import test_rayservice_reconciler as service_rig_parts
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 
@@ -107,7 +107,7 @@ def test_every_registered_family_has_an_owner_and_an_event() -> None:
 
 
 @pytest.fixture
-def rayjob_rig(kube_api: KubeApi) -> Iterator[rayjob_loop.Rig]:
+def rayjob_rig(kube_api: KubeApi) -> Iterator[rayjob_rig_parts.Rig]:
     kube_api.fake  # noqa: B018 - the simulators need the fake server
     kube = KubeClient(kube_api.api_client)
     dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
@@ -119,21 +119,21 @@ def rayjob_rig(kube_api: KubeApi) -> Iterator[rayjob_loop.Rig]:
     )
     syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
     controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    rig = rayjob_loop.Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+    rig = rayjob_rig_parts.Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
     yield rig
     syncer.stop()
     controllers.stop()
 
 
 def test_a_rayjob_run_writes_the_job_families_and_the_pass_timing(
-    rayjob_rig: rayjob_loop.Rig,
+    rayjob_rig: rayjob_rig_parts.Rig,
 ) -> None:
     rig, ns = rayjob_rig, rayjob_rig.namespace
     families = [name for name, owner in OWNERS.items() if owner == "rayjob"]
     families += ["kuberay_syncer_reconcile_seconds", "kuberay_syncer_build_info"]
     clear(families)
     assert all(samples(family) == [] for family in families)
-    apply(rig.kube, render(rayjob_loop.JOB.format(mode="HTTPMode", backoff=0), ns), ns)
+    apply(rig.kube, render(rayjob_rig_parts.JOB.format(mode="HTTPMode", backoff=0), ns), ns)
     rig.controllers.start(interval=0.05)
     rig.syncer.start()
     wait_until(lambda: rig.status().get("jobDeploymentStatus") == "Complete", what="Complete")
@@ -174,13 +174,13 @@ def test_a_rayjob_run_writes_the_job_families_and_the_pass_timing(
 
 
 @pytest.fixture
-def service_rig(kube_api: KubeApi) -> Iterator[serving_loop.Rig]:
+def service_rig(kube_api: KubeApi) -> Iterator[service_rig_parts.Rig]:
     kube_api.fake  # noqa: B018 - the simulators need the fake server
-    kube = serving_loop.RecordingKube(kube_api.api_client)
+    kube = service_rig_parts.RecordingKube(kube_api.api_client)
     controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    gateways = serving_loop.GatewaySim(kube_api)
-    rig = serving_loop.Rig(
-        kube_api, kube, controllers, gateways, serving_loop.GitOps(kube, kube_api.namespace)
+    gateways = service_rig_parts.GatewaySim(kube_api)
+    rig = service_rig_parts.Rig(
+        kube_api, kube, controllers, gateways, service_rig_parts.GitOps(kube, kube_api.namespace)
     )
     controllers.start(interval=0.05)
     gateways.start()
@@ -190,12 +190,12 @@ def service_rig(kube_api: KubeApi) -> Iterator[serving_loop.Rig]:
     controllers.stop()
 
 
-def test_a_rayservice_pass_writes_the_service_families(service_rig: serving_loop.Rig) -> None:
+def test_a_rayservice_pass_writes_the_service_families(service_rig: service_rig_parts.Rig) -> None:
     rig, ns = service_rig, service_rig.namespace
     families = [name for name, owner in OWNERS.items() if owner == "rayservice"]
     clear([*families, "kuberay_syncer_transitions_total"])
-    objects = render(serving_loop.manifest(), ns)
-    generation = serving_loop.generation_of(objects)
+    objects = render(service_rig_parts.manifest(), ns)
+    generation = service_rig_parts.generation_of(objects)
     rig.gitops.sync(objects)
     rig.start_syncer()
     wait_until(lambda: rig.record().is_true(READY), what="Ready", timeout=20)

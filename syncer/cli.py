@@ -201,24 +201,33 @@ def _dashboards(config: Config, token: str | None) -> Callable[[str], Dashboard]
 class _MetricsPublisher:
     """Samples the daemon-wide gauges every few seconds (each reconciler writes its own)."""
 
-    def __init__(self, syncer: Syncer, leader: LeaderElector | AlwaysLeader) -> None:
+    def __init__(
+        self, syncer: Syncer, leader: LeaderElector | AlwaysLeader, kube: KubeClient | None
+    ) -> None:
         self._syncer = syncer
         self._leader = leader
-        self._sent: dict[str, int] = {}
+        self._kube = kube
+        self._sent: dict[tuple[str, ...], int] = {}
+
+    def _add(self, key: tuple[str, str, str], total: int) -> None:
+        delta = total - self._sent.get(key, 0)
+        if delta > 0:
+            metrics.API_REQUESTS.labels(*key).inc(delta)
+            self._sent[key] = total
 
     def publish(self) -> None:
-        """One sample of leadership, queue depth, tracked objects and dashboard requests."""
+        """One sample of leadership, queue depth, tracked objects and API requests."""
         syncer = self._syncer
         metrics.LEADER.labels().set(1 if self._leader.is_leader else 0)
         metrics.QUEUE_DEPTH.labels().set(len(syncer.engine.queue))
         tracked = syncer.engine.tracked()
         for kind in syncer.engine.kinds():
             metrics.TRACKED_OBJECTS.labels(kind=kind).set(tracked.get(kind, 0))
-        for call, count in syncer.dashboards.requests.items():
-            delta = count - self._sent.get(call, 0)
-            if delta > 0:
-                metrics.API_REQUESTS.labels(target="dashboard", verb=call, code="any").inc(delta)
-                self._sent[call] = count
+        for call, count in list(syncer.dashboards.requests.items()):
+            self._add(("dashboard", call, "any"), count)
+        if self._kube is not None:
+            for (verb, code), count in list(self._kube.calls.items()):
+                self._add(("kube", verb, code), count)
 
 
 @click.command()
@@ -359,7 +368,7 @@ def serve(
         health.port,
         served.port,
     )
-    publisher = _MetricsPublisher(syncer, leader)
+    publisher = _MetricsPublisher(syncer, leader, kube)
     if syncer.start(stop):
         while not stop.wait(5.0):
             publisher.publish()

@@ -262,7 +262,9 @@ class _Leadership:
         return self.is_leader
 
 
-def test_the_publisher_samples_leadership_queue_tracked_objects_and_dashboard_calls() -> None:
+def test_the_publisher_samples_leadership_queue_tracked_objects_and_api_calls(
+    kube_api: KubeApi,
+) -> None:
     families = ["kuberay_syncer_leader", "kuberay_syncer_queue_depth"]
     families += ["kuberay_syncer_tracked_objects", "kuberay_syncer_api_requests_total"]
     clear(families)
@@ -273,7 +275,8 @@ def test_the_publisher_samples_leadership_queue_tracked_objects_and_dashboard_ca
         service_settings=ServiceSettings(),
     )
     leadership = _Leadership()
-    publisher = _MetricsPublisher(syncer, leadership)  # type: ignore[arg-type]  # duck-typed
+    kube = KubeClient(kube_api.api_client)
+    publisher = _MetricsPublisher(syncer, leadership, kube)  # type: ignore[arg-type]  # duck-typed
     publisher.publish()
     assert samples("kuberay_syncer_leader") == ["kuberay_syncer_leader 0"]
     assert samples("kuberay_syncer_queue_depth") == ["kuberay_syncer_queue_depth 0"]
@@ -295,6 +298,8 @@ def test_the_publisher_samples_leadership_queue_tracked_objects_and_dashboard_ca
     }
     syncer.engine.intents.upsert(intent)
     syncer.dashboards.call("list_jobs", "http://a:8265", lambda d: d.list_jobs())
+    assert kube.get(CONFIGMAPS, kube_api.namespace, "absent") is None
+    kube.list(CONFIGMAPS, kube_api.namespace)
     publisher.publish()
     assert samples("kuberay_syncer_leader") == ["kuberay_syncer_leader 1"]
     assert samples("kuberay_syncer_queue_depth") == ["kuberay_syncer_queue_depth 1"]
@@ -302,8 +307,13 @@ def test_the_publisher_samples_leadership_queue_tracked_objects_and_dashboard_ca
         'kuberay_syncer_tracked_objects{kind="RayJob"} 1'
     ]
     assert samples("kuberay_syncer_api_requests_total") == [
-        'kuberay_syncer_api_requests_total{code="any",target="dashboard",verb="list_jobs"} 1'
+        'kuberay_syncer_api_requests_total{code="any",target="dashboard",verb="list_jobs"} 1',
+        'kuberay_syncer_api_requests_total{code="200",target="kube",verb="GET"} 1',
+        'kuberay_syncer_api_requests_total{code="404",target="kube",verb="GET"} 1',
     ]
+    publisher.publish()  # a second sample adds only what is new
+    assert len(with_labels("kuberay_syncer_api_requests_total", code="200")) == 1
+    assert with_labels("kuberay_syncer_api_requests_total", code="200")[0].endswith(" 1")
 
 
 def test_a_config_reload_counts_applied_and_rejected(tmp_path: Path) -> None:

@@ -644,7 +644,9 @@ def test_a_rayservice_that_leaves_git_is_forgotten(rig: Rig) -> None:
     wait(lambda: rig.record().is_true(READY), "Ready")
     assert rig.serving is not None
     key = ("RayService", rig.namespace, "greeter")
-    assert rig.serving.snapshot() == {key: "Running"}
+    # The pass tracks its phase after it has published (and annotated): wait for it.
+    serving = rig.serving
+    wait(lambda: serving.snapshot() == {key: "Running"}, "tracked as Running")
     rig.kube.delete(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("greeter"))
     wait(lambda: rig.serving is not None and rig.serving.snapshot() == {}, "forgotten")
     wait(lambda: not rig.status(), "the status ConfigMap garbage-collected with its owner")

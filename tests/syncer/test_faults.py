@@ -394,11 +394,16 @@ def test_status_write_conflicts_are_retried_and_the_end_is_written_once(rig: Rig
 def test_status_write_conflicts_do_not_repeat_the_end_event(rig: Rig) -> None:
     _end_under_status_conflicts(rig, "conflict")
     rig.wait_status("conflict", "Complete")
-    events, _ = rig.kube.list(
-        EVENTS, rig.namespace, label_selector=f"{naming.ORIGIN_NAME}=conflict"
-    )
-    reasons = [e["reason"] for e in events]
-    assert reasons.count("Complete") == 1, reasons
+
+    def reasons() -> list[str]:
+        events, _ = rig.kube.list(
+            EVENTS, rig.namespace, label_selector=f"{naming.ORIGIN_NAME}=conflict"
+        )
+        return [e["reason"] for e in events]
+
+    # The pass records its Events after the status write that announces them returned.
+    wait_until(lambda: "Complete" in reasons(), what="the Complete event")
+    assert reasons().count("Complete") == 1, reasons()
 
 
 def test_failed_ungate_patches_are_retried(rig: Rig) -> None:

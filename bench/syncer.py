@@ -56,7 +56,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,17 +66,14 @@ import urllib3
 from kubernetes import client
 
 from renderer import naming
-from syncer import rayjob, views
-from syncer.intent import parse_job_intent
-from syncer.kube import MERGE_PATCH, KubeClient, Page, Resource, WatchEvent
-from syncer.loop import (
-    ROLE_STATUS,
-    STATUS_ANNOTATION_PREFIX,
-    STATUS_KEY,
-    SYNCER_MANAGER,
-    Options,
-    Syncer,
-)
+from syncer.cli import Options, Syncer
+from syncer.kube.client import MERGE_PATCH, KubeClient, Resource
+from syncer.kube.forwarding import ForwardingKube
+from syncer.ray.types import RayFacts
+from syncer.rayjob import machine as rayjob
+from syncer.rayjob import views
+from syncer.rayjob.intent import parse_job_intent
+from syncer.status import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 
 if TYPE_CHECKING:
@@ -394,11 +391,11 @@ def _status_configmap(
     cm: Manifest, head: Manifest, job: Manifest, pod: Manifest, started: float
 ) -> Manifest:
     """The status ConfigMap the syncer publishes for this job seen Running at `started`
-    (the same state machine, and the body `Syncer._publish` writes)."""
+    (the same state machine, and the body `syncer.status.publish` writes)."""
     intent = parse_job_intent(cm)
     dashboard = FakeDashboard(lambda: started, job_plan=JobPlan(pending_s=0.0, running_s=None))
     dashboard.submit_job(str(intent.submission_id), intent.entrypoint)
-    facts = rayjob.RayFacts(
+    facts = RayFacts(
         reachable=True, jobs={str(j["submission_id"]): dict(j) for j in dashboard.list_jobs()}
     )
     observation = rayjob.Observation(
@@ -660,16 +657,16 @@ def _rss_mb(field_name: str = "VmRSS") -> float:
     return math.nan
 
 
-class RecordingKube:
+class RecordingKube(ForwardingKube):
     """`Kube` that forwards to a client and notes when each RayJob's finished status landed."""
 
     def __init__(self, inner: KubeClient) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._lock = threading.Lock()
         self.finished: dict[str, float] = {}
         self.verbs: Counter[str] = Counter()
 
-    def _note(self, verb: str, resource: Resource, body: Manifest) -> None:
+    def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
         with self._lock:
             self.verbs[f"{verb} {resource.plural}"] += 1
         if resource.plural != "configmaps":
@@ -682,82 +679,6 @@ class RecordingKube:
             name = str(labels.get(naming.ORIGIN_NAME))
             with self._lock:
                 self.finished.setdefault(name, time.time())
-
-    def list(
-        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
-    ) -> tuple[list[Manifest], str]:
-        """Forward."""
-        return self._inner.list(resource, namespace, label_selector=label_selector)
-
-    def list_pages(
-        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
-    ) -> Iterator[tuple[Page, str]]:
-        """Forward (the informers list page by page through it)."""
-        return self._inner.list_pages(resource, namespace, label_selector=label_selector)
-
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        *,
-        resource_version: str,
-        label_selector: str | None = None,
-        timeout_s: int = 300,
-    ) -> Iterator[WatchEvent]:
-        """Forward."""
-        return self._inner.watch(
-            resource,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            timeout_s=timeout_s,
-        )
-
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
-        """Forward."""
-        return self._inner.get(resource, namespace, name)
-
-    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
-        """Forward, and note a finished status."""
-        created = self._inner.create(resource, namespace, body)
-        self._note("create", resource, body)
-        return created
-
-    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
-        """Forward, and note a finished status."""
-        replaced = self._inner.replace(resource, namespace, body)
-        self._note("replace", resource, body)
-        return replaced
-
-    def patch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        body: Any,
-        *,
-        content_type: str = MERGE_PATCH,
-    ) -> Manifest:
-        """Forward."""
-        patched = self._inner.patch(resource, namespace, name, body, content_type=content_type)
-        self._note("patch", resource, {})
-        return patched
-
-    def delete(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        *,
-        resource_version: str | None = None,
-        propagation: str = "Background",
-    ) -> bool:
-        """Forward."""
-        gone = self._inner.delete(
-            resource, namespace, name, resource_version=resource_version, propagation=propagation
-        )
-        self._note("delete", resource, {})
-        return gone
 
 
 def measure_request_cost(url: str, samples: int = 300) -> float:
@@ -872,7 +793,8 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         window.sample(len(kube.finished), force=True)
         rss_peak = _rss_mb("VmHWM")
         if verbose:
-            say(f"writes {dict(sorted(kube.verbs.items()))}; stats {dict(syncer.stats)}")
+            stats = syncer.engine.stats + syncer.rayjob.stats
+            say(f"writes {dict(sorted(kube.verbs.items()))}; stats {dict(stats)}")
         syncer.stop()
         syncer = None
         report = server.stop()
@@ -922,8 +844,8 @@ def _warm_up(syncer: Syncer, scale: Scale) -> float:
     syncer.start()
     deadline = time.monotonic() + 120 + 4 * scale.jobs / scale.budget_rps
     while True:
-        seen = sum(1 for state in syncer.states.values() if state == rayjob.RUNNING)
-        if seen == scale.jobs and syncer.queue.ready() == 0:
+        seen = sum(1 for state in syncer.rayjob.states.values() if state == rayjob.RUNNING)
+        if seen == scale.jobs and syncer.engine.queue.ready() == 0:
             return time.perf_counter() - started
         if time.monotonic() > deadline:
             raise RuntimeError(f"warm-up: {seen} of {scale.jobs} jobs seen Running")
@@ -984,7 +906,7 @@ class _Window:
             self.peak_cores = max(self.peak_cores, (cpu - first_cpu) / (now - first_time))
         if self._say is not None:
             self._say(
-                f"t={time.time() - self._t0:6.1f} s ready={self._syncer.queue.ready()} "
+                f"t={time.time() - self._t0:6.1f} s ready={self._syncer.engine.queue.ready()} "
                 f"finished={finished} dashboard={rate:.0f}/s "
                 f"kube={self.kube_requests} cpu={self.cpu_s:.1f} s rss={_rss_mb():.0f} MB"
             )

@@ -8,9 +8,7 @@ with a traceback).
 from __future__ import annotations
 
 import difflib
-import os
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,8 +18,7 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, ghformat, gitops, output, sources
-from renderer.build import syncer as syncer_build
+from renderer import emit, ghformat, gitops, outdir, output, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
 
@@ -230,33 +227,6 @@ def _load_plugins() -> None:
             main.add_command(command, entry.name)
 
 
-def _read_existing(directory: Path) -> dict[str, str] | None:
-    """The renderer-owned files of `directory` (None when it is not ours)."""
-    marker = directory / output.MARKER
-    if not marker.exists():
-        return None
-    owned: dict[str, str] = {output.MARKER: marker.read_text(encoding="utf-8")}
-    for name in output.read_marker(owned[output.MARKER]):
-        path = directory / name
-        if path.is_file() and path.parent == directory:
-            owned[name] = path.read_text(encoding="utf-8")
-    return owned
-
-
-def _write_directory(directory: Path, files: dict[str, str], existing: dict[str, str]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        if existing.get(name) == content:
-            continue
-        fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(content)
-        Path(temp).replace(directory / name)
-    for name in existing:
-        if name not in files:
-            (directory / name).unlink(missing_ok=True)
-
-
 def _differences(files: dict[str, str], existing: dict[str, str]) -> list[str]:
     return sorted(
         name for name in set(files) | set(existing) if files.get(name) != existing.get(name)
@@ -297,7 +267,7 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
         return
     directory = Path(str(output_dir))
     files = output.plan_directory(result.objects)
-    existing = _read_existing(directory) if directory.exists() else {}
+    existing = outdir.read_existing(directory) if directory.exists() else {}
     if existing is None:
         if any(directory.iterdir()):
             click.echo(
@@ -341,7 +311,7 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             )
             raise _ExitError(EXIT_DIFFERENT)
         return
-    _write_directory(directory, files, existing)
+    outdir.write_directory(directory, files, existing)
 
 
 @main.command()
@@ -384,79 +354,3 @@ def _validate(paths: tuple[str, ...], params: dict[str, object]) -> None:
 def validate(paths: tuple[str, ...], **params: object) -> None:
     """Check manifests and report every problem, writing nothing."""
     _run(_validate, paths, params)
-
-
-def _syncer_manifests(params: dict[str, object]) -> None:
-    config: dict[str, object] = {"ttl_mode": str(params["ttl_mode"])}
-    if params.get("dashboard_auth_secret"):
-        config["dashboard_auth_secret"] = str(params["dashboard_auth_secret"])
-    watch = params.get("watch_namespaces")
-    replicas = params.get("replicas")
-    try:
-        objects = syncer_build.build_syncer_manifests(
-            namespace=str(params["namespace"]),
-            image=str(params["image"]),
-            watch_namespaces=[str(n) for n in watch] if isinstance(watch, tuple) else [],
-            replicas=replicas if isinstance(replicas, int) else 2,
-            config=config,
-        )
-    except ValueError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise _ExitError(EXIT_INVALID) from exc
-    output_dir = params.get("output_dir")
-    if output_dir is None:
-        sys.stdout.write(emit.dump_all(objects))
-        return
-    directory = Path(str(output_dir))
-    existing = _read_existing(directory) if directory.exists() else {}
-    if existing is None:
-        if any(directory.iterdir()):
-            click.echo(
-                f"error: {directory} is not empty and was not written by kuberay "
-                f"(no {output.MARKER} file); refusing to write into it",
-                err=True,
-            )
-            raise _ExitError(EXIT_INVALID)
-        existing = {}
-    _write_directory(directory, output.plan_directory(objects), existing)
-
-
-@main.command("syncer-manifests")
-@click.option(
-    "--namespace",
-    "-n",
-    default=syncer_build.DEFAULT_NAMESPACE,
-    show_default=True,
-    help="Namespace the syncer runs in (its Deployment, ConfigMap and Lease).",
-)
-@click.option("--image", default=syncer_build.DEFAULT_IMAGE, show_default=True, help="Image.")
-@click.option(
-    "--watch-namespace",
-    "watch_namespaces",
-    multiple=True,
-    help="A namespace whose Ray objects the syncer manages (repeatable; default: its own "
-    "namespace; '*' for all, with a ClusterRole).",
-)
-@click.option("--replicas", type=click.IntRange(min=0), default=2, show_default=True)
-@click.option(
-    "--ttl-mode",
-    type=click.Choice(["stop", "delete"]),
-    default="stop",
-    show_default=True,
-    help="After a RayJob's TTL: stop the Ray pods (GitOps-safe) or delete them.",
-)
-@click.option(
-    "--dashboard-auth-secret",
-    default=None,
-    help="Secret (key auth_token) the Ray dashboards want; the syncer may read only it.",
-)
-@click.option(
-    "-o",
-    "--output-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Write one file per object, with a kustomization.yaml, into DIR.",
-)
-def syncer_manifests(**params: object) -> None:
-    """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
-    _run(_syncer_manifests, params)

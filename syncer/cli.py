@@ -1,5 +1,9 @@
 """`kuberay-syncer`: wire config, Kubernetes access, leader election, the engine and endpoints.
 
+`Syncer` assembles the daemon (the engine, the dashboard pool, the shared pod cache, one
+reconciler per kind, registered here); `serve` runs it under leader election with the
+health and metrics endpoints and the config watcher.
+
 Signals set the stop event; on stop the workers and informers end, the Lease is
 released (so another replica takes over at once) and the HTTP endpoints close.
 """
@@ -7,36 +11,153 @@ released (so another replica takes over at once) and the HTTP endpoints close.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from types import FrameType
 
 import click
 
-from syncer import metrics
+from renderer import naming
+from syncer import engine, metrics
 from syncer.config import Config, ConfigError, load_config
-from syncer.dashboard import Dashboard, HttpDashboard
 from syncer.errors import SyncerError
 from syncer.httpserver import HealthServer, MetricsServer
-from syncer.kube import SECRETS, KubeClient
-from syncer.leader import AlwaysLeader, GuardedKube, LeaderElector
+from syncer.kube.cache import Cache
+from syncer.kube.client import PODS, SECRETS, Kube, KubeClient
+from syncer.kube.leader import AlwaysLeader, GuardedKube, LeaderElector
 from syncer.logs import setup_logging
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.pool import DashboardPool
+from syncer.ray.types import Dashboard
+from syncer.rayjob import machine as rayjob_machine
+from syncer.rayjob import reconciler as rayjob_reconciler
+from syncer.rayjob import views as rayjob_views
+from syncer.rayservice import reconciler as rayservice_reconciler
+from syncer.rayservice import state as rayservice_state
 from syncer.reload import ConfigWatcher
-from syncer.serving import ServingController
 
 _LOG = logging.getLogger("kuberay-syncer")
 VERSION = "0.1.0"
 
 
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the daemon's parts take from the config file (swapped whole on a reload)."""
+
+    namespaces: Sequence[str | None] = (None,)
+    label_selector: str = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"
+    poll_interval_s: float = 3.0
+    idle_resync_s: float = 300.0
+    dashboard_budget_rps: float = 200.0
+    workers: int = 8
+    ttl_mode: str = "stop"
+    work_queue_limit: int = 100_000
+    settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
+
+    def for_engine(self) -> engine.Options:
+        """The engine's share."""
+        return engine.Options(
+            namespaces=self.namespaces,
+            label_selector=self.label_selector,
+            idle_resync_s=self.idle_resync_s,
+            workers=self.workers,
+            work_queue_limit=self.work_queue_limit,
+            retry_s=self.poll_interval_s,
+        )
+
+    def for_rayjob(self) -> rayjob_reconciler.Options:
+        """The RayJob reconciler's share."""
+        return rayjob_reconciler.Options(
+            poll_interval_s=self.poll_interval_s,
+            dashboard_budget_rps=self.dashboard_budget_rps,
+            ttl_mode=self.ttl_mode,
+            settings=self.settings,
+        )
+
+
+class Syncer:
+    """The daemon assembled: engine, dashboard pool, the shared pod cache, the reconcilers.
+
+    Each reconciler is built here and registered with the engine; a later kind (the
+    autoscaling actuator, the RayCluster status reconciler) is one more package beside
+    `syncer/rayjob/` and `syncer/rayservice/` and one more `register` call below.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        options: Options,
+        *,
+        dashboards: Callable[[str], Dashboard],
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+        service_settings: rayservice_state.Settings | None = None,
+    ) -> None:
+        self.options = options
+        self.dashboards = DashboardPool(dashboards, budget_rps=options.dashboard_budget_rps)
+        self.engine = engine.Engine(
+            kube,
+            options.for_engine(),
+            is_leader=is_leader,
+            clock=clock,
+            monotonic=self.dashboards.now,
+            event_memory_s=2 * self.dashboards.max_age_s,
+        )
+        # One pod cache for both kinds (a RayJob's cluster pods, a RayService's generations).
+        self.pods = Cache.watching(
+            kube,
+            PODS,
+            options.namespaces,
+            label_selector=options.label_selector,
+            project=rayjob_views.cached_pod,
+        )
+        self.pods.add_handler(self.engine.route_owned)
+        self.rayjob = rayjob_reconciler.RayJobReconciler(
+            self.engine, self.dashboards, self.pods, options.for_rayjob()
+        )
+        self.rayservice = rayservice_reconciler.RayServiceReconciler(
+            self.engine,
+            self.dashboards,
+            self.pods,
+            service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
+        )
+        self.engine.register(self.rayjob)
+        self.engine.register(self.rayservice)
+
+    def reconfigure(self, options: Options) -> None:
+        """Apply a reloaded config: each part swaps in its new share (no field is mutated)."""
+        self.options = options
+        self.engine.reconfigure(options.for_engine())
+        self.rayjob.reconfigure(options.for_rayjob())
+
+    def start_informers(self, timeout: float = 60.0) -> bool:
+        """Start every cache and wait for the first lists (tests that drive passes)."""
+        return self.engine.start_informers(timeout)
+
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Start caches, then workers and the resync (see `Engine.start`)."""
+        metrics.BUILD_INFO.labels(version=VERSION).set(1)
+        return self.engine.start(stop)
+
+    def stop(self) -> None:
+        """Stop workers and caches."""
+        self.engine.stop()
+
+    def drain(self, limit: int = 10_000) -> int:
+        """Process queued keys until none is due now (tests)."""
+        return self.engine.drain(limit)
+
+
 def options_from(config: Config, own_namespace: str) -> Options:
-    """The engine's options from the config file."""
+    """The daemon's options from the config file."""
     watched = config.watched_namespaces(own_namespace)
     return Options(
         namespaces=(None,) if watched is None else tuple(watched),
@@ -47,7 +168,7 @@ def options_from(config: Config, own_namespace: str) -> Options:
         workers=config.dashboard_concurrency,
         ttl_mode=config.ttl_mode,
         work_queue_limit=config.work_queue_limit,
-        settings=Settings(
+        settings=rayjob_machine.Settings(
             submitter_finished_timeout_s=config.submitter_finished_timeout_s,
             transition_grace_period_s=config.transition_grace_period_s,
             status_check_timeout_s=config.status_check_timeout_s,
@@ -78,43 +199,35 @@ def _dashboards(config: Config, token: str | None) -> Callable[[str], Dashboard]
 
 
 class _MetricsPublisher:
-    """Copies the engine's counters into the Prometheus registry every few seconds."""
+    """Samples the daemon-wide gauges every few seconds (each reconciler writes its own)."""
 
-    def __init__(self, syncer: Syncer, leader: LeaderElector | AlwaysLeader) -> None:
+    def __init__(
+        self, syncer: Syncer, leader: LeaderElector | AlwaysLeader, kube: KubeClient | None
+    ) -> None:
         self._syncer = syncer
         self._leader = leader
+        self._kube = kube
         self._sent: dict[tuple[str, ...], int] = {}
 
-    def _add(self, key: tuple[str, ...], total: int, inc: Callable[[int], None]) -> None:
+    def _add(self, key: tuple[str, str, str], total: int) -> None:
         delta = total - self._sent.get(key, 0)
         if delta > 0:
-            inc(delta)
+            metrics.API_REQUESTS.labels(*key).inc(delta)
             self._sent[key] = total
 
     def publish(self) -> None:
-        """One copy of the current figures."""
+        """One sample of leadership, queue depth, tracked objects and API requests."""
         syncer = self._syncer
         metrics.LEADER.labels().set(1 if self._leader.is_leader else 0)
-        metrics.QUEUE_DEPTH.labels().set(len(syncer.queue))
-        states, transitions = syncer.snapshot()
-        metrics.JOB_STATE.clear()
-        kinds: dict[str, int] = {}
-        for (kind, namespace, name), state in states.items():
-            kinds[kind] = kinds.get(kind, 0) + 1
-            if kind == "RayJob":
-                metrics.JOB_STATE.labels(
-                    namespace=namespace, name=name, job_deployment_status=state or "New"
-                ).set(1)
-        for kind, count in kinds.items():
-            metrics.TRACKED_OBJECTS.labels(kind=kind).set(count)
-        for (before, after), count in transitions.items():
-            child = metrics.TRANSITIONS.labels(
-                namespace="*", kind="RayJob", **{"from": before or "New", "to": after}
-            )
-            self._add(("t", before, after), count, child.inc)
-        for call, count in syncer.dashboards.requests.items():
-            child = metrics.API_REQUESTS.labels(target="dashboard", verb=call, code="any")
-            self._add(("d", call), count, child.inc)
+        metrics.QUEUE_DEPTH.labels().set(len(syncer.engine.queue))
+        tracked = syncer.engine.tracked()
+        for kind in syncer.engine.kinds():
+            metrics.TRACKED_OBJECTS.labels(kind=kind).set(tracked.get(kind, 0))
+        for call, count in list(syncer.dashboards.requests.items()):
+            self._add(("dashboard", call, "any"), count)
+        if self._kube is not None:
+            for (verb, code), count in list(self._kube.calls.items()):
+                self._add(("kube", verb, code), count)
 
 
 @click.command()
@@ -186,7 +299,7 @@ def serve(
     def on_leadership(leading: bool) -> None:
         metrics.LEADER.labels().set(1 if leading else 0)
         if leading and syncer_ref:
-            syncer_ref[0].enqueue_all()
+            syncer_ref[0].engine.enqueue_all()
 
     leader: LeaderElector | AlwaysLeader
     if no_leader_elect or not config.leader_election.enabled:
@@ -203,24 +316,31 @@ def serve(
             retry_period_s=election.retry_period_s,
             on_change=on_leadership,
         )
-    engine = Syncer(
+    started = options_from(config, own_namespace)
+    syncer = Syncer(
         GuardedKube(kube, leader),
-        options_from(config, own_namespace),
+        started,
         dashboards=dashboards or _dashboards(config, token),
         is_leader=leader.is_fresh,
     )
-    syncer_ref.append(engine)
-    _register_extensions(engine)
-    metrics.BUILD_INFO.labels(version=VERSION).set(1)
+    syncer_ref.append(syncer)
 
     def apply(new: Config) -> None:
-        # The watcher logs the reload, counts it and names fields that need a restart.
+        # Runs on the watcher's thread: the parts swap in new frozen options, so a pass
+        # sees the old or the new values, never a mix within one part. Fields that need
+        # a restart (namespaces, selector, workers) keep what the process started with;
+        # the watcher logs the reload, counts it and names those fields.
         nonlocal config
         fresh = options_from(new, own_namespace)
-        engine.options.poll_interval_s = fresh.poll_interval_s
-        engine.options.idle_resync_s = fresh.idle_resync_s
-        engine.options.ttl_mode = fresh.ttl_mode
-        engine.options.settings = fresh.settings
+        syncer.reconfigure(
+            dataclasses.replace(
+                started,
+                poll_interval_s=fresh.poll_interval_s,
+                idle_resync_s=fresh.idle_resync_s,
+                ttl_mode=fresh.ttl_mode,
+                settings=fresh.settings,
+            )
+        )
         config = new
 
     watcher = ConfigWatcher(config_path, config, apply, logger=_LOG) if config_path else None
@@ -228,7 +348,7 @@ def serve(
         config.bind_address,
         config.health_port,
         healthz=lambda: not stop.is_set(),
-        readyz=lambda: all(i.synced for i in engine.informers()),
+        readyz=lambda: all(i.synced for i in syncer.engine.informers()),
     )
     served = MetricsServer(config.bind_address, config.metrics_port, metrics.REGISTRY)
     health.start()
@@ -244,15 +364,15 @@ def serve(
     _LOG.info(
         "started identity=%s namespaces=%s health_port=%s metrics_port=%s",
         identity,
-        ",".join(str(n or "*") for n in engine.options.namespaces),
+        ",".join(str(n or "*") for n in syncer.options.namespaces),
         health.port,
         served.port,
     )
-    publisher = _MetricsPublisher(engine, leader)
-    if engine.start(stop):
+    publisher = _MetricsPublisher(syncer, leader, kube)
+    if syncer.start(stop):
         while not stop.wait(5.0):
             publisher.publish()
-    engine.stop()
+    syncer.stop()
     if election_thread is not None:
         election_thread.join(10.0)  # leader.run releases the Lease on its way out
     if watcher is not None:
@@ -261,8 +381,3 @@ def serve(
     health.stop()
     kube.close()
     _LOG.info("stopped")
-
-
-def _register_extensions(engine: Syncer) -> None:
-    """Add the RayService reconciler beside the RayJob one."""
-    ServingController(engine)

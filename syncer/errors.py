@@ -1,13 +1,18 @@
-"""The only exceptions that leave the syncer's edge modules (`kube`, `dashboard`).
+"""The only exceptions that leave the syncer's edge modules (`kube/`, `ray/`), and `IntentError`.
 
-`TransientError` means "try again later" (the loop retries with capped backoff);
+`TransientError` means "try again later" (the engine retries with capped backoff);
 `PermanentError` means "retrying will not help" (logged once, the target is marked failing).
 `error_for_status` is the one mapping from an HTTP status code to these classes.
+`IntentError`: an intent ConfigMap that is not what the renderer writes (either kind).
 """
 
 from __future__ import annotations
 
 _TRANSIENT_4XX = frozenset({408, 409, 410, 425, 429})
+
+
+class IntentError(ValueError):
+    """The intent ConfigMap is not what the renderer writes."""
 
 
 class SyncerError(Exception):

@@ -395,7 +395,7 @@ API_REQUESTS: Final = REGISTRY.register(
     Counter(
         "kuberay_syncer_api_requests_total",
         "Requests to the Kubernetes API (target=kube) and Ray dashboards (target=dashboard); "
-        "code is the HTTP status, or a word such as timeout when there was none.",
+        "code is the HTTP status, error when none came back, or any (dashboard calls).",
         ["target", "verb", "code"],
     )
 )

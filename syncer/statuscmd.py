@@ -15,7 +15,8 @@ import click
 
 from renderer import emit, naming
 from syncer.errors import SyncerError
-from syncer.kube import CONFIGMAPS, KubeClient
+from syncer.kube.client import CONFIGMAPS, KubeClient
+from syncer.status import STATUS_KEY
 
 Manifest = dict[str, Any]
 ROLE_STATUS = "status"
@@ -35,7 +36,7 @@ _JOB_COLUMNS = (
 def status_document(cm: Manifest) -> Manifest:
     """The decoded `status.json` of a status ConfigMap (empty when unreadable)."""
     try:
-        decoded = json.loads((cm.get("data") or {}).get("status.json") or "{}")
+        decoded = json.loads((cm.get("data") or {}).get(STATUS_KEY) or "{}")
     except ValueError:
         return {}
     return decoded if isinstance(decoded, dict) else {}

@@ -21,10 +21,11 @@ from typing import TypeVar
 
 import pytest
 
-from syncer.dashboard import (
+from syncer.errors import NotFoundError, PermanentError, TransientError
+from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.types import (
     Dashboard,
     DeploymentDetails,
-    HttpDashboard,
     JobInfo,
     Manifest,
     ReplicaDetails,
@@ -32,7 +33,6 @@ from syncer.dashboard import (
     is_terminal,
     replica_state_counts,
 )
-from syncer.errors import NotFoundError, PermanentError, TransientError
 from tests.e2e.rayhead import RayHead, free_ports
 
 T = TypeVar("T")

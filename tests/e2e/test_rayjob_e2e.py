@@ -30,10 +30,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from renderer import naming
-from syncer.dashboard import HttpDashboard, JobInfo
-from syncer.kube import CONFIGMAPS, PODS, KubeClient
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.cli import Options, Syncer
+from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
+from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.types import JobInfo
+from syncer.rayjob.machine import Settings
 from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import CommandRunner, Controllers, PodProcess
 from tests.fakeapi.fixtures import KubeApi
@@ -331,7 +332,7 @@ def test_submitter_waits_for_ready_cluster_then_job_succeeds_and_cluster_shuts_d
     # Head Ready, worker not: the syncer keeps the gate on, pass after pass.
     hold_for(1.0, still_gated)
     assert rig.hook.started == []
-    assert rig.syncer.stats["ungated"] == 0
+    assert rig.syncer.rayjob.stats["ungated"] == 0
 
     rig.server.faults.remove(slow)
     complete = rig.wait_status(job, "Complete")
@@ -452,7 +453,7 @@ def test_backoff_limit_retries_over_http_with_a_new_submission_id(rig: Rig, tmp_
     assert retried["entrypoint"] == entrypoint
     # The retry went over HTTP: the rendered submitter ran once, for the first attempt.
     assert len(rig.submitter_pods(job)) == 1
-    assert rig.syncer.stats["submissions"] == 1
+    assert rig.syncer.rayjob.stats["submissions"] == 1
     log = rig.submitter_log(job)
     assert f"Job '{job.submission_id}' submitted successfully" in log
     assert retry_id not in log

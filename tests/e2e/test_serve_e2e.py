@@ -20,17 +20,22 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer import serving
-from syncer.dashboard import Dashboard, HttpDashboard, ServeDetails, replica_state_counts
-from syncer.kube import CONFIGMAPS, HTTPROUTES, MERGE_PATCH
-from syncer.loop import Options, Syncer
+from syncer import status
+from syncer.cli import Options, Syncer
+from syncer.kube.client import CONFIGMAPS, HTTPROUTES, MERGE_PATCH
+from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.types import Dashboard, ServeDetails, replica_state_counts
+from syncer.rayservice.intent import ANN_PAUSED
+from syncer.rayservice.observed import Route
+from syncer.rayservice.record import PAUSED, ROLLBACK, Record
+from syncer.rayservice.routing import route_weights
+from syncer.rayservice.state import Settings
 from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard
 from tests.syncer.harness import render, wait_until
-from tests.syncer.test_serving_loop import GatewaySim, GitOps, RecordingKube, generation_of
+from tests.syncer.test_rayservice_reconciler import GatewaySim, GitOps, RecordingKube, generation_of
 
 Manifest = dict[str, Any]
 pytestmark = pytest.mark.e2e
@@ -165,14 +170,14 @@ class Stack:
         text = SERVICE.format(config=self.config(broken=broken), cpu=cpu)
         return render(text, self.namespace)
 
-    def record(self) -> rs.Record:
+    def record(self) -> Record:
         cm = self.kube.get(CONFIGMAPS, self.namespace, naming.status_configmap_name("greeter"))
-        return serving.read_record(cm) or rs.Record()
+        return status.read_record(cm, Record.from_json) or Record()
 
     def weights(self) -> dict[str, int]:
         route = self.kube.get(HTTPROUTES, self.namespace, "greeter-httproute")
         assert route is not None
-        return rs.route_weights(rs.Route("", tuple(route["spec"]["rules"])), "greeter")
+        return route_weights(Route("", tuple(route["spec"]["rules"])), "greeter")
 
     def annotate_route(self, key: str, value: str | None) -> None:
         body = {"metadata": {"annotations": {key: value}}}
@@ -206,13 +211,16 @@ def stack(
     gateways = GatewaySim(kube_api)
     gateways.start()
     options = Options(namespaces=(kube_api.namespace,), workers=2, poll_interval_s=0.3)
-    syncer = Syncer(kube, options, dashboards=stack.dashboard)
-    controller = serving.ServingController(syncer, rs.Settings(poll_s=0.3, steady_poll_s=2.0))
-    assert controller.start_informers(10)
+    syncer = Syncer(
+        kube,
+        options,
+        dashboards=stack.dashboard,
+        service_settings=Settings(poll_s=0.3, steady_poll_s=2.0),
+    )
+    assert syncer.start_informers(10)
     syncer.start()
     yield stack
     syncer.stop()
-    controller.stop()
     gateways.stop()
     controllers.stop()
 
@@ -246,7 +254,7 @@ def greeter_replicas(details: ServeDetails) -> tuple[int | None, dict[str, int]]
 def test_upgrade_onto_ray_serve_follows_target_capacity_to_running(stack: Stack) -> None:
     gen1, gen2 = start_upgrade(stack)
     # Paused from the start: the new generation is deployed at target_capacity 0.
-    stack.annotate_route(rs.ANN_PAUSED, "true")
+    stack.annotate_route(ANN_PAUSED, "true")
     stack.gitops.sync(stack.render(cpu="2"))
 
     def paused_and_running() -> bool:
@@ -267,11 +275,11 @@ def test_upgrade_onto_ray_serve_follows_target_capacity_to_running(stack: Stack)
         "the status to show both applications RUNNING",
     )
     assert set(record.pending.apps) == {"greet", "echo"}
-    assert record.is_true(rs.PAUSED)
+    assert record.is_true(PAUSED)
     assert record.pending.target_capacity == 0
     assert stack.weights() == {gen1: 100, gen2: 0}
     # Resume: capacity and traffic move to the new generation, which is promoted.
-    stack.annotate_route(rs.ANN_PAUSED, None)
+    stack.annotate_route(ANN_PAUSED, None)
     wait(
         lambda: stack.record().active.name == gen2 and not stack.record().pending.name, "promotion"
     )
@@ -311,4 +319,4 @@ def test_a_broken_import_path_is_deploy_failed_and_takes_no_traffic(stack: Stack
     time.sleep(2.0)  # two intervalSeconds: a healthy generation would have taken traffic
     assert stack.weights() == {gen1: 100, gen2: 0}
     assert stack.record().active.name == gen1
-    assert not stack.record().is_true(rs.ROLLBACK)
+    assert not stack.record().is_true(ROLLBACK)

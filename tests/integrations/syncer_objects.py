@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer.kube import CONFIGMAPS, HTTPROUTES, JOBS, KubeClient
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.cli import Options, Syncer
+from syncer.kube.client import CONFIGMAPS, HTTPROUTES, JOBS, KubeClient
+from syncer.rayjob.machine import Settings
+from syncer.rayservice import record as rs
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
-from tests.syncer import test_rayjob_loop as job_loop
-from tests.syncer import test_serving_loop as serving_loop
+from tests.syncer import test_rayjob_reconciler as job_loop
+from tests.syncer import test_rayservice_reconciler as serving_loop
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from syncer.cli import serve
-from syncer.dashboard import Dashboard, HttpDashboard
 from syncer.errors import SyncerError
+from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.types import Dashboard
 
 Manifest = dict[str, Any]
 DASHBOARD_ENV: Final = "KUBERAY_TEST_DASHBOARD_URL"

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from syncer.dashboard import (
+from syncer.errors import NotFoundError, PermanentError, SyncerError, TransientError
+from syncer.ray.types import (
     ApplicationDetails,
     ApplicationStatus,
     DeploymentDetails,
@@ -28,7 +29,6 @@ from syncer.dashboard import (
     ServeDetails,
     VersionInfo,
 )
-from syncer.errors import NotFoundError, PermanentError, SyncerError, TransientError
 
 RAY_VERSION = "2.60.0"
 NODE_ID = "fake-node-0"

@@ -9,7 +9,7 @@ from typing import Any
 from renderer import compile as compiler
 from renderer import sources
 from renderer.options import RenderOptions
-from syncer.kube import (
+from syncer.kube.client import (
     CONFIGMAPS,
     JOBS,
     PODS,

@@ -12,10 +12,13 @@ from __future__ import annotations
 import math
 
 from bench.syncer import Scale, kuberay_model, report, run_syncer
-from syncer import rayjob
-from syncer.informer import same_content
-from syncer.loop import POLL_SHARE, DashboardPool, Options, Syncer
-from syncer.workqueue import WorkQueue
+from syncer.cli import Options, Syncer
+from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.informer import same_content
+from syncer.kube.workqueue import WorkQueue
+from syncer.ray.pool import DashboardPool
+from syncer.rayjob import machine as rayjob
+from syncer.rayjob.reconciler import POLL_SHARE
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan, ManualClock
 
 
@@ -125,36 +128,35 @@ def test_a_change_only_of_the_resource_version_is_no_change() -> None:
 
 
 def test_polls_share_the_dashboard_budget_between_running_jobs() -> None:
-    syncer = Syncer(
+    jobs = Syncer(
         kube=None,  # type: ignore[arg-type]  # never called: no informer is started
         options=Options(namespaces=("ns",), dashboard_budget_rps=200.0, poll_interval_s=3.0),
         dashboards=lambda url: FakeDashboard(),
-    )
-    assert syncer.poll_interval() == 3.0
-    with syncer._lock:
+    ).rayjob
+    assert jobs.poll_interval() == 3.0
+    with jobs._lock:
         for index in range(10_000):
-            syncer._set_state_locked(("RayJob", "ns", f"j{index}"), rayjob.RUNNING)
-    assert math.isclose(syncer.poll_interval(), 10_000 / (200.0 * POLL_SHARE))
-    settings = syncer.settings()
+            jobs._set_state_locked(("RayJob", "ns", f"j{index}"), rayjob.RUNNING)
+    assert math.isclose(jobs.poll_interval(), 10_000 / (200.0 * POLL_SHARE))
+    settings = jobs.settings()
     assert 0.8 * 100.0 <= settings.poll_interval_s <= 1.2 * 100.0
     assert (
-        settings.submitter_finished_timeout_s
-        == syncer.options.settings.submitter_finished_timeout_s
+        settings.submitter_finished_timeout_s == jobs.options.settings.submitter_finished_timeout_s
     )
-    with syncer._lock:
-        syncer._set_state_locked(("RayJob", "ns", "j0"), rayjob.COMPLETE)
-        syncer._set_state_locked(("RayJob", "ns", "j1"), None)
-    assert math.isclose(syncer.poll_interval(), 9_998 / (200.0 * POLL_SHARE))
+    with jobs._lock:
+        jobs._set_state_locked(("RayJob", "ns", "j0"), rayjob.COMPLETE)
+        jobs._set_state_locked(("RayJob", "ns", "j1"), None)
+    assert math.isclose(jobs.poll_interval(), 9_998 / (200.0 * POLL_SHARE))
 
 
 def test_guarded_kube_lists_page_by_page_for_informers() -> None:
-    from syncer.kube import PODS
-    from syncer.leader import AlwaysLeader, GuardedKube
+    from syncer.kube.client import PODS
+    from syncer.kube.leader import AlwaysLeader, GuardedKube
 
-    class Paged:
+    class Paged(ForwardingKube):
         def list_pages(self, resource, namespace, *, label_selector=None, limit=100):
             yield [{"metadata": {"name": "a"}}], "7"
             yield [{"metadata": {"name": "b"}}], "7"
 
-    pages = list(GuardedKube(Paged(), AlwaysLeader()).list_pages(PODS, "ns"))  # type: ignore[arg-type]
+    pages = list(GuardedKube(Paged(None), AlwaysLeader()).list_pages(PODS, "ns"))  # type: ignore[arg-type]
     assert [[o["metadata"]["name"] for o in page] for page, _ in pages] == [["a"], ["b"]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncer.dashboard import Dashboard, replica_state_counts
 from syncer.errors import NotFoundError, PermanentError, TransientError
+from syncer.ray.types import Dashboard, replica_state_counts
 from tests.syncer.fakedashboard import (
     GHOST_ENTRYPOINT,
     AppPlan,

@@ -1,7 +1,7 @@
 """A GitOps tool and the syncer side by side during an incremental upgrade.
 
 Every tick the GitOps tool re-applies the rendered manifests (Argo CD automated sync with
-self-heal: `GitOps` in test_serving_loop.py), the kubelet and Gateway simulators step, and
+self-heal: `GitOps` in test_rayservice_reconciler.py), the kubelet and Gateway simulators step, and
 the syncer makes one pass; after each actor the declared fields of every live object are
 recorded. Honouring the emitted ignore configuration (`renderer.gitops`), the upgrade
 completes and no field ever returns to a value it had left. Without it, the route's rules
@@ -20,21 +20,27 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer import serving
+from syncer import status
+from syncer.cli import Options, Syncer
 from syncer.errors import ConflictError
-from syncer.informer import Informer
-from syncer.kube import CONFIGMAPS, EVENTS, HTTPROUTES, PODS, SERVICES, KubeClient, Resource
-from syncer.loop import STATUS_ANNOTATION_PREFIX, Options, Syncer
+from syncer.kube.client import CONFIGMAPS, EVENTS, HTTPROUTES, PODS, SERVICES, KubeClient, Resource
+from syncer.kube.informer import Informer
+from syncer.rayservice.actions import GATEWAYS
+from syncer.rayservice.observed import Route
+from syncer.rayservice.reconciler import RayServiceReconciler
+from syncer.rayservice.record import READY, Record
+from syncer.rayservice.routing import route_weights
+from syncer.rayservice.state import Settings
+from syncer.status import STATUS_ANNOTATION_PREFIX
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard, ManualClock
 from tests.syncer.harness import render
-from tests.syncer.test_serving_loop import GatewaySim, GitOps, generation_of, manifest
+from tests.syncer.test_rayservice_reconciler import GatewaySim, GitOps, generation_of, manifest
 
 Manifest = dict[str, Any]
 RENDERED = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"
-WATCHED = (CONFIGMAPS, SERVICES, PODS, HTTPROUTES, serving.GATEWAYS)
+WATCHED = (CONFIGMAPS, SERVICES, PODS, HTTPROUTES, GATEWAYS)
 TICK_S = 1.0
 STRATEGY = """    type: NewClusterWithIncrementalUpgrade
     clusterUpgradeOptions:
@@ -116,7 +122,7 @@ class Sim:
     controllers: Controllers
     gateways: GatewaySim
     syncer: Syncer
-    serving: serving.ServingController
+    serving: RayServiceReconciler
     dashboards: dict[str, FakeDashboard]
     history: FieldHistory = field(default_factory=FieldHistory)
     route_snapshots: list[dict[str, int]] = field(default_factory=list)
@@ -139,7 +145,7 @@ class Sim:
         self.history.record(fields)
         route = self.kube.get(HTTPROUTES, self.namespace, "greeter-httproute")
         if route is not None:
-            weights = rs.route_weights(rs.Route("", tuple(route["spec"]["rules"])), "greeter")
+            weights = route_weights(Route("", tuple(route["spec"]["rules"])), "greeter")
             self.route_snapshots.append(weights)
 
     def settle(self, timeout: float = 10.0) -> None:
@@ -147,16 +153,19 @@ class Sim:
         pairs: list[tuple[Informer, Resource, str]] = []
         pairs += [
             (i, CONFIGMAPS, f"{RENDERED},{naming.ROLE}={naming.ROLE_INTENT}")
-            for i in self.syncer.intents
+            for i in self.syncer.engine.intents.informers
         ]
-        pairs += [(i, CONFIGMAPS, f"{naming.ROLE}=status") for i in self.syncer.statuses]
-        pairs += [(i, PODS, RENDERED) for i in self.syncer.pods]
         pairs += [
-            (i, CONFIGMAPS, f"{RENDERED},{naming.ROLE}=serve-config") for i in self.serving.configs
+            (i, CONFIGMAPS, f"{naming.ROLE}=status") for i in self.syncer.engine.statuses.informers
+        ]
+        pairs += [(i, PODS, RENDERED) for i in self.syncer.pods.informers]
+        pairs += [
+            (i, CONFIGMAPS, f"{RENDERED},{naming.ROLE}=serve-config")
+            for i in self.serving.configs.informers
         ]
         selector = f"{RENDERED},{naming.ORIGIN_KIND}=RayService"
-        pairs += [(i, HTTPROUTES, selector) for i in self.serving.routes]
-        pairs += [(i, serving.GATEWAYS, selector) for i in self.serving.gateways]
+        pairs += [(i, HTTPROUTES, selector) for i in self.serving.routes.informers]
+        pairs += [(i, GATEWAYS, selector) for i in self.serving.gateways.informers]
         deadline = time.monotonic() + timeout
         for informer, resource, labels in pairs:
             while True:
@@ -192,9 +201,9 @@ class Sim:
         self.observe()
         self.clock.advance(TICK_S)
 
-    def record(self) -> rs.Record:
+    def record(self) -> Record:
         cm = self.kube.get(CONFIGMAPS, self.namespace, naming.status_configmap_name("greeter"))
-        return serving.read_record(cm) or rs.Record()
+        return status.read_record(cm, Record.from_json) or Record()
 
 
 @pytest.fixture
@@ -210,11 +219,16 @@ def sim(kube_api: KubeApi) -> Iterator[Sim]:
             url, FakeDashboard(clock, app_plan=AppPlan(deploy_s=3.0, scale_s=1.0))
         )
 
-    syncer = Syncer(kube, options, dashboards=factory, clock=clock)
-    controller = serving.ServingController(syncer, rs.Settings(poll_s=1.0, steady_poll_s=5.0))
+    syncer = Syncer(
+        kube,
+        options,
+        dashboards=factory,
+        clock=clock,
+        service_settings=Settings(poll_s=1.0, steady_poll_s=5.0),
+    )
+    controller = syncer.rayservice
     # Caches only: the test makes each pass itself, so no worker threads run.
     assert syncer.start_informers(10)
-    assert controller.start_informers(10)
     controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
     sim = Sim(
         kube_api,
@@ -228,8 +242,7 @@ def sim(kube_api: KubeApi) -> Iterator[Sim]:
         dashboards,
     )
     yield sim
-    controller.stop()
-    for informer in syncer.informers():
+    for informer in syncer.engine.informers():
         informer.stop()
     controllers.stop()
 
@@ -240,7 +253,7 @@ def run_upgrade(sim: Sim, *, max_ticks: int = 80) -> tuple[str, str, int]:
     gen1 = generation_of(v1)
     for _ in range(20):
         sim.tick(v1)
-        if sim.record().is_true(rs.READY):
+        if sim.record().is_true(READY):
             break
     assert sim.record().active.name == gen1
     v2 = render(manifest(STRATEGY, cpu="2"), sim.namespace)

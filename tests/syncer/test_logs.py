@@ -41,7 +41,7 @@ def lines(stream: io.StringIO) -> list[dict[str, object]]:
 def test_each_record_is_one_json_line_with_time_level_logger_message_and_context() -> None:
     stream = io.StringIO()
     setup_logging("info", stream=stream)
-    logging.getLogger("syncer.loop").info(
+    logging.getLogger("syncer.rayjob.reconciler").info(
         "job %s moved to %s", "ml/train", "Running", extra={"namespace": "ml", "attempt": 2}
     )
     [entry] = lines(stream)
@@ -50,7 +50,7 @@ def test_each_record_is_one_json_line_with_time_level_logger_message_and_context
     assert entry == {
         "time": entry["time"],
         "level": "INFO",
-        "logger": "syncer.loop",
+        "logger": "syncer.rayjob.reconciler",
         "message": "job ml/train moved to Running",
         "attempt": 2,
         "namespace": "ml",

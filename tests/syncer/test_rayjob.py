@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from renderer import naming
-from syncer.intent import JobIntent, parse_job_intent
-from syncer.rayjob import (
+from syncer.ray.types import RayFacts
+from syncer.rayjob.intent import JobIntent, parse_job_intent
+from syncer.rayjob.machine import (
     Action,
     Decision,
     DeleteSubmitter,
     Event,
     Observation,
     PodView,
-    RayFacts,
     Record,
     Settings,
     Shutdown,

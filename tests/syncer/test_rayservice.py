@@ -2,9 +2,9 @@
 
 `World` holds what the cluster would: pods and their labels, one `FakeDashboard` per
 generation, the HTTPRoute, and the published status record. A pass observes it, decides,
-and applies the actions, exactly as `syncer.serving` does against the API server. Passes
-are 2 s apart (KubeRay's requeue). The incremental options are those of KubeRay's sample
-`ray-service.incremental-upgrade.yaml`, read in place.
+and applies the actions, exactly as `syncer.rayservice.reconciler` does against the API
+server. Passes are 2 s apart (KubeRay's requeue). The incremental options are those of
+KubeRay's sample `ray-service.incremental-upgrade.yaml`, read in place.
 """
 
 from __future__ import annotations
@@ -20,8 +20,44 @@ import pytest
 import yaml
 
 from renderer import naming
-from syncer import rayservice as rs
-from syncer.intent import IntentError
+from syncer.errors import IntentError
+from syncer.rayservice.intent import (
+    ANN_ABORT,
+    ANN_PAUSED,
+    INCREMENTAL,
+    NEW_CLUSTER,
+    NONE,
+    Routing,
+    ServiceIntent,
+    parse_service_intent,
+)
+from syncer.rayservice.machine import decide
+from syncer.rayservice.observed import Generation, Pod, Route, Serve, serve_from_details
+from syncer.rayservice.record import (
+    PAUSED,
+    READY,
+    REASON_ABORTED,
+    REASON_DEADLINE,
+    REASON_SPEC_CHANGED,
+    ROLLBACK,
+    SUSPENDED,
+    SUSPENDING,
+    UPGRADE,
+    Condition,
+    Record,
+)
+from syncer.rayservice.routing import route_weights
+from syncer.rayservice.state import (
+    Action,
+    Decision,
+    Deploy,
+    Event,
+    Label,
+    Observation,
+    Retire,
+    SetRoute,
+    Settings,
+)
 from tests.paths import SAMPLES
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard, ManualClock
 from tests.syncer.harness import render
@@ -55,13 +91,11 @@ def url(generation: str) -> str:
     return f"http://{generation}-head-svc.{NS}.svc.cluster.local:8265"
 
 
-def intent(
-    generation: str | None, strategy: str = rs.INCREMENTAL, **fields: Any
-) -> rs.ServiceIntent:
+def intent(generation: str | None, strategy: str = INCREMENTAL, **fields: Any) -> ServiceIntent:
     options = sample_options()
     routing = None
-    if strategy == rs.INCREMENTAL:
-        routing = rs.Routing(
+    if strategy == INCREMENTAL:
+        routing = Routing(
             gateway=f"{SVC}-gateway",
             route=f"{SVC}-httproute",
             serve_port=8000,
@@ -69,7 +103,7 @@ def intent(
             interval_s=options["intervalSeconds"],
             surge=options["maxSurgePercent"],
         )
-    return rs.ServiceIntent(
+    return ServiceIntent(
         namespace=NS,
         name=SVC,
         strategy=strategy,
@@ -101,19 +135,19 @@ class LiveGeneration:
 class World:
     """The cluster as the syncer would see it, with a hand-moved clock."""
 
-    intent: rs.ServiceIntent
+    intent: ServiceIntent
     clock: ManualClock = field(default_factory=ManualClock)
     generations: dict[str, LiveGeneration] = field(default_factory=dict)
     rules: list[Manifest] | None = None
     route_version: int = 1
     route_annotations: dict[str, str] = field(default_factory=dict)
     gateway_ready: bool = True
-    record: rs.Record | None = None
-    events: list[rs.Event] = field(default_factory=list)
+    record: Record | None = None
+    events: list[Event] = field(default_factory=list)
     puts: list[tuple[str, int | None]] = field(default_factory=list)
     history: list[tuple[float, int, int, int, int]] = field(default_factory=list)
-    settings: rs.Settings = field(default_factory=rs.Settings)
-    last: rs.Decision | None = None
+    settings: Settings = field(default_factory=Settings)
+    last: Decision | None = None
 
     # --- building -------------------------------------------------------------------------
 
@@ -150,42 +184,42 @@ class World:
 
     # --- observing and acting --------------------------------------------------------------
 
-    def observe(self) -> rs.Observation:
+    def observe(self) -> Observation:
         generations = {}
         for gen in self.generations.values():
             pods = tuple(
-                rs.Pod(p.name, p.node_type, p.ready, False, dict(p.labels), str(p.version))
+                Pod(p.name, p.node_type, p.ready, False, dict(p.labels), str(p.version))
                 for p in gen.pods
             )
             head = next((p for p in gen.pods if p.node_type == "head"), None)
             serve = None
             if head is not None and head.ready:
                 if gen.dashboard.available:
-                    serve = rs.serve_from_details(gen.dashboard.get_serve_details())
+                    serve = serve_from_details(gen.dashboard.get_serve_details())
                 else:
-                    serve = rs.Serve(reachable=False, error="refused")
-            generations[gen.name] = rs.Generation(gen.name, pods, gen.config, serve)
+                    serve = Serve(reachable=False, error="refused")
+            generations[gen.name] = Generation(gen.name, pods, gen.config, serve)
         route = None
         if self.rules is not None:
-            route = rs.Route(
+            route = Route(
                 str(self.route_version),
                 tuple(copy.deepcopy(self.rules)),
                 dict(self.route_annotations),
                 accepted=True,
             )
-        return rs.Observation(
+        return Observation(
             self.intent, self.record, generations, self.clock(), route, self.gateway_ready
         )
 
-    def apply(self, action: rs.Action) -> None:
-        if isinstance(action, rs.Deploy):
+    def apply(self, action: Action) -> None:
+        if isinstance(action, Deploy):
             gen = self.generations[action.generation]
             assert action.url == url(action.generation)
             gen.dashboard.put_serve_applications(
                 action.config, target_capacity=action.target_capacity
             )
             self.puts.append((action.generation, action.target_capacity))
-        elif isinstance(action, rs.Label):
+        elif isinstance(action, Label):
             pod = next(p for g in self.generations.values() for p in g.pods if p.name == action.pod)
             assert str(pod.version) == action.resource_version
             for key, value in action.labels.items():
@@ -194,19 +228,19 @@ class World:
                 else:
                     pod.labels[key] = value
             pod.version += 1
-        elif isinstance(action, rs.SetRoute):
+        elif isinstance(action, SetRoute):
             assert str(self.route_version) == action.resource_version
             self.rules = [copy.deepcopy(rule) for rule in action.rules]
             self.route_version += 1
-        elif isinstance(action, rs.Retire):
+        elif isinstance(action, Retire):
             del self.generations[action.generation]
         else:
             self.events.append(action)
 
-    def step(self, *, crash_after: int | None = None) -> rs.Decision:
+    def step(self, *, crash_after: int | None = None) -> Decision:
         """One pass; `crash_after=k` applies only the first k actions and loses the record."""
         observation = self.observe()
-        decision = rs.decide(observation, self.settings)
+        decision = decide(observation, self.settings)
         if observation.generations or observation.intent.generation is not None:
             # Level-triggered: a pass never relies on a watch event (its own writes' echoes
             # are not delivered) to look at a live RayService again.
@@ -233,7 +267,7 @@ class World:
     def weights(self) -> dict[str, int]:
         if self.rules is None:
             return {}
-        return rs.route_weights(rs.Route("", tuple(self.rules)), SVC)
+        return route_weights(Route("", tuple(self.rules)), SVC)
 
     def capacity(self, generation: str) -> int | None:
         """The target_capacity last PUT (what the fake's Serve reports)."""
@@ -254,14 +288,14 @@ class World:
         }
 
     @property
-    def rec(self) -> rs.Record:
+    def rec(self) -> Record:
         assert self.record is not None
         return self.record
 
-    def condition(self, kind: str) -> rs.Condition | None:
+    def condition(self, kind: str) -> Condition | None:
         return self.rec.condition(kind)
 
-    def cond(self, kind: str) -> rs.Condition:
+    def cond(self, kind: str) -> Condition:
         found = self.rec.condition(kind)
         assert found is not None, (kind, self.rec.conditions)
         return found
@@ -294,7 +328,7 @@ def steady_world(config: Manifest | None = None, **intent_fields: Any) -> World:
     world = World(intent(A, **intent_fields)).with_route(A)
     world.add_generation(A, config=config)
     world.run(lambda w: w.active_pods() == {p.name for p in w.generations[A].pods})
-    world.run(lambda w: w.condition(rs.READY) is not None and w.cond(rs.READY).status == "True")
+    world.run(lambda w: w.condition(READY) is not None and w.cond(READY).status == "True")
     world.add_generation(B, config=config)
     world.intent = intent(B, **intent_fields)
     world.history = [(world.clock(), *world.state())]
@@ -327,7 +361,7 @@ def test_first_deployment_deploys_at_capacity_100_and_activates_when_running() -
     assert world.record is not None
     assert world.rec.pending.name == A
     assert world.active_pods() == set()
-    assert world.cond(rs.READY).reason == "Initializing"
+    assert world.cond(READY).reason == "Initializing"
     world.run(lambda w: bool(w.active_pods()))
     # Not before the apps are RUNNING (AppPlan.deploy_s = 5 s).
     assert world.clock() - 1_800_000_000.0 >= 5.0
@@ -338,8 +372,8 @@ def test_first_deployment_deploys_at_capacity_100_and_activates_when_running() -
     pods = world.generations[A].pods
     assert all(p.labels[naming.RAY_SERVE] == "true" for p in pods)
     assert world.rec.endpoints == 2
-    assert world.cond(rs.READY).status == "True"
-    assert world.cond(rs.UPGRADE).reason == "NoPendingCluster"
+    assert world.cond(READY).status == "True"
+    assert world.cond(UPGRADE).reason == "NoPendingCluster"
 
 
 def test_incremental_upgrade_takes_kuberays_steps_for_the_sample_options() -> None:
@@ -365,7 +399,7 @@ def test_incremental_upgrade_takes_kuberays_steps_for_the_sample_options() -> No
     assert world.rec.active.traffic == 100
     world.step()
     assert world.weights() == {B: 100}
-    assert world.cond(rs.UPGRADE).reason == "NoPendingCluster"
+    assert world.cond(UPGRADE).reason == "NoPendingCluster"
     assert "UpgradeStarted" in world.reasons()
     assert "UpgradeComplete" in world.reasons()
     assert world.reasons().count("UpdatedHTTPRoute") == 10
@@ -401,7 +435,7 @@ def test_status_carries_kuberays_incremental_fields() -> None:
     assert "MangoStand" in apps["fruit_app"]["serveDeploymentStatuses"]
     types = {c["type"]: c for c in status["conditions"]}
     assert types["UpgradeInProgress"]["reason"] == "BothActivePendingClustersExist"
-    assert rs.Record.from_json(json.loads(json.dumps(world.record.to_json()))) == world.record
+    assert Record.from_json(json.loads(json.dumps(world.record.to_json()))) == world.record
 
 
 def test_no_shift_while_the_new_generation_is_unhealthy() -> None:
@@ -431,16 +465,16 @@ def test_no_capacity_step_until_the_gateway_accepts_the_route() -> None:
 def test_pause_freezes_traffic_and_capacity_then_resume_continues() -> None:
     world = steady_world()
     world.run(lambda w: w.state() == (80, 20, 80, 30), limit=400)
-    world.route_annotations[rs.ANN_PAUSED] = "true"
+    world.route_annotations[ANN_PAUSED] = "true"
     frozen = world.state()
     for _ in range(60):  # two minutes, four intervals
         world.step()
     assert world.state() == frozen
-    assert world.condition(rs.PAUSED) is not None
-    assert world.cond(rs.UPGRADE).status == "True"
-    del world.route_annotations[rs.ANN_PAUSED]
+    assert world.condition(PAUSED) is not None
+    assert world.cond(UPGRADE).status == "True"
+    del world.route_annotations[ANN_PAUSED]
     world.run(upgraded, limit=400)
-    assert world.condition(rs.PAUSED) is None
+    assert world.condition(PAUSED) is None
 
 
 def test_pause_from_git_annotation_blocks_the_start() -> None:
@@ -454,14 +488,14 @@ def test_pause_from_git_annotation_blocks_the_start() -> None:
 def test_abort_rolls_traffic_back_and_holds_until_removed() -> None:
     world = steady_world()
     world.run(lambda w: w.state() == (70, 30, 80, 30), limit=400)
-    world.route_annotations[rs.ANN_ABORT] = "true"
+    world.route_annotations[ANN_ABORT] = "true"
     world.step()
-    assert world.cond(rs.ROLLBACK).reason == rs.REASON_ABORTED
+    assert world.cond(ROLLBACK).reason == REASON_ABORTED
     world.run(lambda w: w.state() == (100, 0, 100, 0), limit=200)
     world.step()
     # Held: git still wants B, so it stays at 0% and capacity 0, and nothing moves.
-    assert world.condition(rs.ROLLBACK) is None
-    assert world.cond(rs.UPGRADE).reason == rs.REASON_ABORTED
+    assert world.condition(ROLLBACK) is None
+    assert world.cond(UPGRADE).reason == REASON_ABORTED
     assert world.rec.pending.name == B
     held = world.state()
     for _ in range(30):
@@ -473,7 +507,7 @@ def test_abort_rolls_traffic_back_and_holds_until_removed() -> None:
     weights_b = [h[2] for h in world.history if h[0] >= world.history[0][0]]
     after_abort = weights_b[weights_b.index(30) :]
     assert after_abort == sorted(after_abort, reverse=True)
-    del world.route_annotations[rs.ANN_ABORT]
+    del world.route_annotations[ANN_ABORT]
     world.run(upgraded, limit=400)
 
 
@@ -487,7 +521,7 @@ def test_progress_deadline_rolls_back_when_the_new_generation_never_gets_healthy
     assert 120 <= world.clock() - PASS_S - started <= 120 + PASS_S
     world.run(lambda w: w.state() == (100, 0, 100, 0), limit=50)
     world.step()
-    assert world.cond(rs.UPGRADE).reason == rs.REASON_DEADLINE
+    assert world.cond(UPGRADE).reason == REASON_DEADLINE
     assert "ProgressDeadlineExceeded" in world.reasons()
     assert max(h[2] for h in world.history) == 0  # B never took traffic
     # A new commit (a third spec) clears the mark and upgrades to it.
@@ -514,7 +548,7 @@ def test_git_revert_rolls_back_like_kubrays_worked_example() -> None:
     world.step()
     # Same pass: B -> 20 and A -> 90 (rayservice.md §12.2, revert at row 8).
     assert world.state()[2:] == (90, 20)
-    assert world.cond(rs.ROLLBACK).reason == rs.REASON_SPEC_CHANGED
+    assert world.cond(ROLLBACK).reason == REASON_SPEC_CHANGED
     world.run(lambda w: w.record is not None and not w.record.pending.name, limit=200)
     assert distinct([h[1:] for h in world.history]) == [
         (80, 20, 90, 20),
@@ -523,8 +557,8 @@ def test_git_revert_rolls_back_like_kubrays_worked_example() -> None:
         (100, 0, 100, 10),
         (100, 0, 100, 0),
     ]
-    assert world.condition(rs.ROLLBACK) is None
-    assert world.cond(rs.UPGRADE).reason == "NoPendingCluster"
+    assert world.condition(ROLLBACK) is None
+    assert world.cond(UPGRADE).reason == "NoPendingCluster"
     assert world.active_pods() == {p.name for p in world.generations[A].pods}
     world.run(lambda w: B not in w.generations, limit=100)
     assert world.weights() == {A: 100}
@@ -536,7 +570,7 @@ def test_third_spec_mid_upgrade_rolls_back_then_upgrades_to_it() -> None:
     world.add_generation(C)
     world.intent = intent(C)
     world.step()
-    assert "Goal state changed mid-upgrade" in world.cond(rs.ROLLBACK).message
+    assert "Goal state changed mid-upgrade" in world.cond(ROLLBACK).message
     world.run(lambda w: w.record is not None and w.record.pending.name == C, limit=200)
     assert world.weights().get(B, 0) == 0
     world.run(lambda w: w.record is not None and w.record.active.name == C, limit=400)
@@ -590,7 +624,7 @@ def test_a_restart_between_any_two_steps_neither_repeats_nor_skips_one() -> None
     while not upgraded(baseline):
         snapshot = copy.deepcopy(baseline)
         decision = baseline.step()
-        steps = [a for a in decision.actions if not isinstance(a, rs.Event)]
+        steps = [a for a in decision.actions if not isinstance(a, Event)]
         if steps:
             snapshots.append((len(baseline.history) - 1, snapshot, len(steps)))
         assert len(baseline.history) < 400
@@ -619,11 +653,11 @@ def first_occurrences(puts: list[tuple[str, int | None]]) -> list[tuple[str, int
 
 
 def blue_green(**fields: Any) -> World:
-    world = World(intent(A, rs.NEW_CLUSTER, **fields))
+    world = World(intent(A, NEW_CLUSTER, **fields))
     world.add_generation(A)
     world.run(lambda w: bool(w.active_pods()))
     world.add_generation(B)
-    world.intent = intent(B, rs.NEW_CLUSTER, **fields)
+    world.intent = intent(B, NEW_CLUSTER, **fields)
     world.events.clear()
     return world
 
@@ -633,13 +667,13 @@ def test_blue_green_switches_labels_new_first_once_the_new_generation_is_ready()
     decision = world.step()
     assert world.active_pods() == {p.name for p in world.generations[A].pods}
     assert any(
-        isinstance(a, rs.Deploy) and a.generation == B and a.target_capacity is None
+        isinstance(a, Deploy) and a.generation == B and a.target_capacity is None
         for a in decision.actions
     )
-    assert world.cond(rs.UPGRADE).status == "True"
+    assert world.cond(UPGRADE).status == "True"
     while True:
         decision = world.step()
-        labels = [a for a in decision.actions if isinstance(a, rs.Label)]
+        labels = [a for a in decision.actions if isinstance(a, Label)]
         if any(a.labels.get(naming.SERVE_ACTIVE) == "true" for a in labels):
             break
     order = [(a.generation, a.labels.get(naming.SERVE_ACTIVE, "keep")) for a in labels]
@@ -667,13 +701,13 @@ def test_blue_green_never_switches_to_a_failed_deploy() -> None:
 def test_blue_green_revert_before_the_switch_retires_the_new_generation() -> None:
     world = blue_green()
     world.step()
-    world.intent = intent(A, rs.NEW_CLUSTER)
+    world.intent = intent(A, NEW_CLUSTER)
     world.run(lambda w: B not in w.generations, limit=100)
     assert world.active_pods() == {p.name for p in world.generations[A].pods}
 
 
 def test_serve_config_change_redeploys_in_place() -> None:
-    world = World(intent(A, rs.NEW_CLUSTER))
+    world = World(intent(A, NEW_CLUSTER))
     world.add_generation(A)
     world.run(lambda w: bool(w.active_pods()))
     world.puts.clear()
@@ -685,7 +719,7 @@ def test_serve_config_change_redeploys_in_place() -> None:
 
 
 def test_strategy_none_activates_the_current_generation_and_redeploys_in_place() -> None:
-    world = World(intent(A, rs.NONE))
+    world = World(intent(A, NONE))
     world.add_generation(A)
     world.step()
     assert world.active_pods() == {p.name for p in world.generations[A].pods}
@@ -698,20 +732,20 @@ def test_strategy_none_activates_the_current_generation_and_redeploys_in_place()
 
 
 def test_suspend_takes_labels_off_and_retires_every_generation() -> None:
-    world = World(intent(A, rs.NEW_CLUSTER))
+    world = World(intent(A, NEW_CLUSTER))
     world.add_generation(A)
     world.run(lambda w: bool(w.active_pods()))
-    world.intent = intent(None, rs.NEW_CLUSTER)
+    world.intent = intent(None, NEW_CLUSTER)
     world.step()
     assert world.active_pods() == set()
-    assert world.cond(rs.SUSPENDING).status == "True"
+    assert world.cond(SUSPENDING).status == "True"
     world.run(lambda w: not w.generations, limit=5)
     world.step()
-    assert world.cond(rs.SUSPENDED).status == "True"
+    assert world.cond(SUSPENDED).status == "True"
 
 
 def test_pods_recreated_without_labels_get_them_back() -> None:
-    world = World(intent(A, rs.NEW_CLUSTER))
+    world = World(intent(A, NEW_CLUSTER))
     world.add_generation(A)
     world.run(lambda w: bool(w.active_pods()))
     head = world.generations[A].pods[0]
@@ -759,10 +793,10 @@ def test_parse_service_intent_reads_the_rendered_intent() -> None:
     cm = next(
         o for o in objects if o["metadata"]["name"] == naming.intent_configmap_name("greeter")
     )
-    parsed = rs.parse_service_intent(cm)
+    parsed = parse_service_intent(cm)
     assert parsed.name == "greeter"
     assert parsed.namespace == "serving"
-    assert parsed.strategy == rs.INCREMENTAL
+    assert parsed.strategy == INCREMENTAL
     assert parsed.incremental
     assert parsed.generation is not None and parsed.generation.startswith("greeter-")
     assert (
@@ -771,9 +805,9 @@ def test_parse_service_intent_reads_the_rendered_intent() -> None:
     )
     assert parsed.progress_deadline_s == 300
     assert parsed.deletion_delay_s == 5
-    assert parsed.routing == rs.Routing("greeter-gateway", "greeter-httproute", 8000, 20, 10, 20)
+    assert parsed.routing == Routing("greeter-gateway", "greeter-httproute", 8000, 20, 10, 20)
     route = next(o for o in objects if o["kind"] == "HTTPRoute")
-    weights = rs.route_weights(rs.Route("1", tuple(route["spec"]["rules"])), "greeter")
+    weights = route_weights(Route("1", tuple(route["spec"]["rules"])), "greeter")
     assert weights == {parsed.generation: 100}
 
 
@@ -783,4 +817,4 @@ def test_parse_service_intent_reads_the_rendered_intent() -> None:
 )
 def test_parse_service_intent_rejects_what_the_renderer_does_not_write(data: Manifest) -> None:
     with pytest.raises(IntentError):
-        rs.parse_service_intent({"metadata": {"name": "x"}, "data": data})
+        parse_service_intent({"metadata": {"name": "x"}, "data": data})

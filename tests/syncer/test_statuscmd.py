@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from renderer.cli import main
-from syncer.kube import CONFIGMAPS, KubeClient
+from syncer.kube.client import CONFIGMAPS, KubeClient
 from tests.fakeapi.fixtures import KubeApi
 
 

@@ -7,9 +7,9 @@ import logging
 from typing import Any, Final
 
 from renderer import naming
-from syncer import kubetime
 from syncer.errors import NotLeaderError, SyncerError
-from syncer.kube import EVENTS, Kube
+from syncer.kube import timestamps as kubetime
+from syncer.kube.client import EVENTS, Kube
 
 Manifest = dict[str, Any]
 COMPONENT: Final = "kuberay-syncer"

@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from syncer.errors import GoneError, SyncerError
-from syncer.kube import Kube, Resource
+from syncer.kube.client import Kube, Resource
 
 Manifest = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
@@ -25,16 +25,6 @@ Handler = Callable[[str, Manifest], None]  # (event type, object)
 Projection = Callable[[Manifest], Manifest]
 
 _LOG = logging.getLogger(__name__)
-
-
-class PagedKube(Protocol):
-    """A `Kube` that can also list page by page (`KubeClient` does)."""
-
-    def list_pages(
-        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
-    ) -> Iterator[tuple[list[Manifest], str]]:
-        """Each page of objects with the list's resourceVersion."""
-        ...
 
 
 def key_of(obj: Manifest) -> Key:
@@ -237,19 +227,12 @@ class Informer:
     def _fetch(self) -> tuple[dict[Key, Manifest], str]:
         """Every object, projected, and the list's resourceVersion.
 
-        With a client that lists page by page (`KubeClient.list_pages`) each page is
-        projected as it arrives, so no more than one page of full objects is held.
+        Each page is projected as it arrives, so no more than one page of full objects
+        is held.
         """
-        pages = getattr(self._kube, "list_pages", None)
-        if not callable(pages):
-            items, version = self._kube.list(
-                self.resource, self.namespace, label_selector=self._selector
-            )
-            return {key_of(item): self._project(item) for item in items}, version
         fresh: dict[Key, Manifest] = {}
         version = ""
-        paged = cast(PagedKube, self._kube)
-        for page, page_version in paged.list_pages(
+        for page, page_version in self._kube.list_pages(
             self.resource, self.namespace, label_selector=self._selector
         ):
             version = page_version

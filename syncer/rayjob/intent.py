@@ -1,8 +1,8 @@
 """What git asked for, read from the renderer's intent ConfigMaps (pure).
 
 The renderer writes `<name>-kuberay-intent` with canonical JSON under `intent.json`
-(see `renderer/build/rayjob.py` and `rayservice.py` for the shape). The syncer never
-reads git; this is its only source of the RayJob/RayService spec.
+(its shape is `schemas.intent.RayJobIntent`). The syncer never reads git; this is its only
+source of the RayJob spec.
 """
 
 from __future__ import annotations
@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
+from syncer.errors import IntentError
 
 Manifest = dict[str, Any]
 
 # A user (not git) may set this annotation on the intent ConfigMap to hand an
 # InteractiveMode job its submission ID without a commit.
 JOB_ID_ANNOTATION: Final = "kuberay.io/job-id"
-
-
-class IntentError(ValueError):
-    """The intent ConfigMap is not what the renderer writes."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,17 +1,22 @@
 """Projections of live objects: what the syncer caches (small) and reads (typed views).
 
 Informers store projected objects, so ten thousand pods cost kilobytes each rather
-than their full specs. `pod_view` and `submitter_view` turn projections into the
-state machine's inputs. Pure.
+than their full specs (`cached_pod` and `cached_job` are the projections the caches
+use; the pod cache is shared with the RayService reconciler). `pod_view` and
+`submitter_view` turn projections into the state machine's inputs; `cluster_of` and
+`job_of` are the pod indexes. Pure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
 from renderer import naming
-from syncer.rayjob import PodView, SubmitterView
+from syncer.kube import meta
+from syncer.rayjob.machine import PodView, SubmitterView
+from syncer.status import STATUS_ANNOTATION_PREFIX
 
 Manifest = dict[str, Any]
 
@@ -19,7 +24,7 @@ JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
 SIDECAR_CONTAINER: Final = "ray-job-submitter"
 
 
-def _meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
+def _projected_meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
     meta = obj.get("metadata") or {}
     kept: Manifest = {
         "name": meta.get("name"),
@@ -44,7 +49,7 @@ def project_pod(pod: Manifest) -> Manifest:
     """A pod cut down to identity, labels, gates, phase, readiness and container ends."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    meta = _meta(pod)
+    meta = _projected_meta(pod)
     annotations = meta.pop("annotations")
     if naming.SHUTDOWN_REQUESTED in annotations:
         meta["annotations"] = {naming.SHUTDOWN_REQUESTED: annotations[naming.SHUTDOWN_REQUESTED]}
@@ -81,14 +86,9 @@ def project_job(job: Manifest) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(job, annotations=False),
+        "metadata": _projected_meta(job, annotations=False),
         "status": {"conditions": conditions, "completionTime": status.get("completionTime")},
     }
-
-
-def project_configmap(cm: Manifest) -> Manifest:
-    """ConfigMaps are kept whole: the syncer only watches its intent and status maps."""
-    return cm
 
 
 def _time(text: Any) -> float | None:
@@ -156,15 +156,69 @@ def submitter_view(job: Manifest | None, pods: list[Manifest]) -> SubmitterView:
     )
 
 
-def is_rendered(obj: Manifest) -> bool:
-    """Whether an object carries the renderer's label (the only objects the syncer touches)."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get(naming.MANAGED_BY) == naming.MANAGED_BY_VALUE
-
-
 def owner_job(pod: Manifest) -> str | None:
     """The name of the Job that controls a pod, if any."""
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("kind") == "Job" and ref.get("controller"):
             return str(ref.get("name"))
     return None
+
+
+# --- what the caches keep -------------------------------------------------------------------
+
+# The labels the syncer reads of a RayJob's submitter Job and its pods: they route events,
+# find a Job's pods and mark what the renderer made. The Job controller's and KubeRay's
+# labels (two of them UIDs) are not kept; Ray cluster pods keep all theirs.
+_SUBMITTER_LABELS: Final = frozenset(
+    {naming.MANAGED_BY, naming.ORIGIN_KIND, naming.ORIGIN_NAME, *JOB_NAME_LABELS}
+)
+
+
+def _submitter_labels_only(
+    project: Callable[[Manifest], Manifest],
+) -> Callable[[Manifest], Manifest]:
+    """`project`, keeping of a RayJob's submitter objects only the labels the syncer reads."""
+
+    def projected(obj: Manifest) -> Manifest:
+        out = project(obj)
+        kept = out["metadata"]
+        labels = kept.get("labels") or {}
+        if labels.get(naming.ORIGIN_KIND) == "RayJob" and naming.RAY_CLUSTER not in labels:
+            kept["labels"] = {k: v for k, v in labels.items() if k in _SUBMITTER_LABELS}
+        return out
+
+    return projected
+
+
+def _keeping_status(project: Callable[[Manifest], Manifest]) -> Callable[[Manifest], Manifest]:
+    """`project`, keeping the syncer's own status annotations (`status.kuberay.io/...`)."""
+
+    def projected(obj: Manifest) -> Manifest:
+        kept = {
+            key: value
+            for key, value in (meta.metadata(obj).get("annotations") or {}).items()
+            if key.startswith(STATUS_ANNOTATION_PREFIX)
+        }
+        out = project(obj)
+        if kept:
+            out["metadata"] = {**out["metadata"]}
+            out["metadata"]["annotations"] = {**(out["metadata"].get("annotations") or {}), **kept}
+        return out
+
+    return projected
+
+
+cached_pod: Final = _keeping_status(_submitter_labels_only(project_pod))
+cached_job: Final = _keeping_status(_submitter_labels_only(project_job))
+
+
+def cluster_of(pod: Manifest) -> list[tuple[str, str]]:
+    """The pod's (namespace, Ray cluster), if it has one (index values)."""
+    cluster = meta.label(pod, naming.RAY_CLUSTER)
+    return [(meta.namespace(pod), cluster)] if cluster else []
+
+
+def job_of(pod: Manifest) -> list[tuple[str, str]]:
+    """The pod's (namespace, batch Job name), if it has one (index values)."""
+    job = meta.label(pod, JOB_NAME_LABELS[0]) or meta.label(pod, JOB_NAME_LABELS[1])
+    return [(meta.namespace(pod), job)] if job else []

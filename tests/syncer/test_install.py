@@ -1,4 +1,4 @@
-"""The objects that install kuberay-syncer, and `kuberay syncer-manifests`."""
+"""The objects that install kuberay-syncer (`syncer.install`), and `kuberay syncer-manifests`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import yaml
 from click.testing import CliRunner, Result
 
 from renderer import emit, output
-from renderer.build import syncer as build
 from renderer.cli import main
+from syncer import install as build
 from syncer.config import Config, parse_config
 from tests.paths import REPO
 from tests.validation import validate_object
@@ -275,12 +275,27 @@ def test_output_is_deterministic() -> None:
         ({"image": ""}, "image"),
         ({"replicas": -1}, "replicas"),
         ({"config": {"namespaces": ["other"]}}, "differ from the watched"),
-        ({"config": {"dashboard_auth_secret": "Bad Name"}}, "dashboard_auth_secret"),
-        ({"config": {"health_port": 8080}}, "both 8080"),
-        ({"config": {"metrics_port": "x"}}, "metrics_port must be a port"),
-        ({"config": {"leader_election": "yes"}}, "must be a mapping"),
-        ({"config": {"leader_election": {"lease_name": "Bad"}}}, "lease_name"),
-        ({"config": {"leader_election": {"lease_namespace": "Bad"}}}, "lease_namespace"),
+        (
+            {"config": {"dashboard_auth_secret": "Bad Name"}},
+            r"\$\.dashboard_auth_secret: expected a Secret",
+        ),
+        (
+            {"config": {"health_port": 8080}},
+            r"metrics_port: expected a port other than health_port \(8080\)",
+        ),
+        ({"config": {"metrics_port": "x"}}, r"\$\.metrics_port: expected an integer"),
+        ({"config": {"metrics_port": 0}}, "metrics_port must be a port from 1 to 65535"),
+        ({"config": {"poll_interval_s": -1}}, r"\$\.poll_interval_s"),
+        ({"config": {"no_such_key": 1}}, "no_such_key"),
+        ({"config": {"leader_election": "yes"}}, r"\$\.leader_election: expected a mapping"),
+        (
+            {"config": {"leader_election": {"lease_name": "Bad"}}},
+            r"lease_name: expected a Kubernetes",
+        ),
+        (
+            {"config": {"leader_election": {"lease_namespace": "Bad"}}},
+            r"lease_namespace: expected a",
+        ),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, Any], message: str) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from renderer import naming
-from syncer.kube import CONFIGMAPS, PODS, KubeClient
-from syncer.loop import Options, Syncer
-from syncer.rayjob import Settings
+from syncer.cli import Options, Syncer
+from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
+from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan

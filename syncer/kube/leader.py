@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from syncer.errors import ConflictError, NotLeaderError, SyncerError
-from syncer.kube import LEASES, LIST_PAGE, Kube, Page, Resource, WatchEvent
-from syncer.kubetime import micro_time
+from syncer.kube.client import LEASES, Kube, Resource
+from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.timestamps import micro_time
 
 Manifest = dict[str, Any]
 _LOG = logging.getLogger(__name__)
@@ -179,97 +180,17 @@ class AlwaysLeader:
         return True
 
 
-class GuardedKube:
+class GuardedKube(ForwardingKube):
     """A `Kube` whose writes happen only under fresh leadership; reads pass through."""
 
     def __init__(self, kube: Kube, leadership: LeaderElector | AlwaysLeader) -> None:
-        self._kube = kube
+        super().__init__(kube)
         self._leadership = leadership
         self.writes = 0
 
-    def _check(self, verb: str, name: str) -> None:
+    def _before_write(self, verb: str, resource: Resource, name: str) -> None:
         if not self._leadership.is_fresh():
-            raise NotLeaderError(f"not writing ({verb} {name}): no fresh leader lease")
+            raise NotLeaderError(
+                f"not writing ({verb} {resource.kind}/{name}): no fresh leader lease"
+            )
         self.writes += 1
-
-    def list(
-        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
-    ) -> tuple[list[Manifest], str]:
-        """Pass through."""
-        return self._kube.list(resource, namespace, label_selector=label_selector)
-
-    def list_pages(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        *,
-        label_selector: str | None = None,
-        limit: int = LIST_PAGE,
-    ) -> Iterator[tuple[Page, str]]:
-        """Pass through, page by page (informers keep one page of full objects at a time)."""
-        pages = getattr(self._kube, "list_pages", None)
-        if pages is None:
-            items, version = self._kube.list(resource, namespace, label_selector=label_selector)
-            yield items, version
-            return
-        yield from pages(resource, namespace, label_selector=label_selector, limit=limit)
-
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        *,
-        resource_version: str,
-        label_selector: str | None = None,
-        timeout_s: int = 300,
-    ) -> Iterator[WatchEvent]:
-        """Pass through."""
-        return self._kube.watch(
-            resource,
-            namespace,
-            resource_version=resource_version,
-            label_selector=label_selector,
-            timeout_s=timeout_s,
-        )
-
-    def get(self, resource: Resource, namespace: str | None, name: str) -> Manifest | None:
-        """Pass through."""
-        return self._kube.get(resource, namespace, name)
-
-    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
-        """Create, under fresh leadership only."""
-        self._check("create", f"{resource.kind}/{body.get('metadata', {}).get('name')}")
-        return self._kube.create(resource, namespace, body)
-
-    def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
-        """Replace, under fresh leadership only."""
-        self._check("replace", f"{resource.kind}/{body.get('metadata', {}).get('name')}")
-        return self._kube.replace(resource, namespace, body)
-
-    def patch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        body: Any,
-        *,
-        content_type: str = "application/merge-patch+json",
-    ) -> Manifest:
-        """Patch, under fresh leadership only."""
-        self._check("patch", f"{resource.kind}/{name}")
-        return self._kube.patch(resource, namespace, name, body, content_type=content_type)
-
-    def delete(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        *,
-        resource_version: str | None = None,
-        propagation: str = "Background",
-    ) -> bool:
-        """Delete, under fresh leadership only."""
-        self._check("delete", f"{resource.kind}/{name}")
-        return self._kube.delete(
-            resource, namespace, name, resource_version=resource_version, propagation=propagation
-        )

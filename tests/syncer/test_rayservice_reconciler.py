@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from renderer import gitops, naming
-from syncer import rayservice as rs
-from syncer import serving
+from syncer import status
+from syncer.cli import Options, Syncer
 from syncer.errors import PermanentError
-from syncer.kube import (
+from syncer.kube.client import (
     CONFIGMAPS,
     EVENTS,
     HTTPROUTES,
@@ -32,7 +32,26 @@ from syncer.kube import (
     KubeClient,
     Resource,
 )
-from syncer.loop import Options, Syncer
+from syncer.rayservice import reconciler as service_reconciler
+from syncer.rayservice import record as service_record
+from syncer.rayservice import views as service_views
+from syncer.rayservice.actions import GATEWAYS
+from syncer.rayservice.intent import INCREMENTAL as INCREMENTAL_UPGRADE
+from syncer.rayservice.intent import parse_service_intent
+from syncer.rayservice.observed import App, Route
+from syncer.rayservice.reconciler import RayServiceReconciler
+from syncer.rayservice.record import (
+    READY,
+    REASON_ABORTED,
+    ROLLBACK,
+    SUSPENDING,
+    UPGRADE,
+    Condition,
+    Record,
+    Side,
+)
+from syncer.rayservice.routing import route_weights
+from syncer.rayservice.state import Settings
 from tests.fakeapi.controllers import Controllers, Rest
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import AppPlan, FakeDashboard
@@ -40,7 +59,7 @@ from tests.syncer.harness import render, wait_until
 
 Manifest = dict[str, Any]
 RESOURCES: dict[str, Resource] = {
-    r.kind: r for r in (CONFIGMAPS, PODS, SERVICES, HTTPROUTES, serving.GATEWAYS)
+    r.kind: r for r in (CONFIGMAPS, PODS, SERVICES, HTTPROUTES, GATEWAYS)
 }
 PRUNE_OFF = "Prune=false"
 
@@ -291,8 +310,8 @@ class RecordingKube(KubeClient):
     ) -> Manifest:
         updated = super().patch(resource, namespace, name, body, **kw)
         if resource == HTTPROUTES and isinstance(body, dict) and "spec" in body:
-            route = rs.Route("", tuple(body["spec"]["rules"]))
-            self.route_writes.append(rs.route_weights(route, "greeter"))
+            route = Route("", tuple(body["spec"]["rules"]))
+            self.route_writes.append(route_weights(route, "greeter"))
         return updated
 
 
@@ -309,7 +328,7 @@ class Rig:
     dashboards: dict[str, FakeDashboard] = field(default_factory=dict)
     plan: AppPlan = field(default_factory=lambda: AppPlan(deploy_s=0.3, scale_s=0.1))
     syncer: Syncer | None = None
-    serving: serving.ServingController | None = None
+    serving: RayServiceReconciler | None = None
 
     @property
     def namespace(self) -> str:
@@ -325,18 +344,19 @@ class Rig:
 
     def start_syncer(self) -> None:
         options = Options(namespaces=(self.namespace,), workers=2, poll_interval_s=0.2)
-        self.syncer = Syncer(self.kube, options, dashboards=self.dashboard)
-        self.serving = serving.ServingController(
-            self.syncer, rs.Settings(poll_s=0.1, steady_poll_s=0.5)
+        self.syncer = Syncer(
+            self.kube,
+            options,
+            dashboards=self.dashboard,
+            service_settings=Settings(poll_s=0.1, steady_poll_s=0.5),
         )
-        assert self.serving.start_informers(10)
+        self.serving = self.syncer.rayservice
+        assert self.syncer.start_informers(10)
         self.syncer.start()
 
     def stop_syncer(self) -> None:
         if self.syncer is not None:
             self.syncer.stop()
-        if self.serving is not None:
-            self.serving.stop()
         self.syncer = self.serving = None
 
     def status(self) -> Manifest:
@@ -346,8 +366,8 @@ class Rig:
         decoded: Manifest = json.loads(cm["data"]["status.json"])
         return decoded
 
-    def record(self) -> rs.Record:
-        return rs.Record.from_json(self.status()) if self.status() else rs.Record()
+    def record(self) -> Record:
+        return Record.from_json(self.status()) if self.status() else Record()
 
     def pods(self, generation: str) -> list[Manifest]:
         items, _ = self.kube.list(
@@ -361,7 +381,7 @@ class Rig:
         return route
 
     def weights(self) -> dict[str, int]:
-        return rs.route_weights(rs.Route("", tuple(self.route()["spec"]["rules"])), "greeter")
+        return route_weights(Route("", tuple(self.route()["spec"]["rules"])), "greeter")
 
     def intent_annotations(self) -> dict[str, str]:
         cm = self.kube.get(CONFIGMAPS, self.namespace, naming.intent_configmap_name("greeter"))
@@ -395,7 +415,7 @@ def generation_of(objects: list[Manifest]) -> str:
     cm = next(
         o for o in objects if o["metadata"]["name"] == naming.intent_configmap_name("greeter")
     )
-    parsed = rs.parse_service_intent(cm)
+    parsed = parse_service_intent(cm)
     assert parsed.generation is not None
     return parsed.generation
 
@@ -420,7 +440,7 @@ def test_incremental_upgrade_moves_weights_promotes_and_retires(rig: Rig) -> Non
     rig.gitops.sync(v1)
     rig.start_syncer()
     wait(lambda: labelled_active(rig, gen1), "the first generation active")
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     assert rig.for_generation(gen1).put_bodies[-1]["target_capacity"] == 100
     v2 = render(manifest(cpu="2"), rig.namespace)
     gen2 = generation_of(v2)
@@ -463,7 +483,7 @@ def test_status_configmap_is_owned_by_the_intent_and_annotates_it(rig: Rig) -> N
     gen = generation_of(objects)
     rig.gitops.sync(objects)
     rig.start_syncer()
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     intent = rig.kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("greeter"))
     assert intent is not None
     cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.status_configmap_name("greeter"))
@@ -471,12 +491,12 @@ def test_status_configmap_is_owned_by_the_intent_and_annotates_it(rig: Rig) -> N
     assert cm["metadata"]["ownerReferences"][0]["uid"] == intent["metadata"]["uid"]
     assert cm["data"]["activeCluster"] == gen
     wait(
-        lambda: rig.intent_annotations().get(serving.ANN_TRAFFIC) == f"{gen}=100",
+        lambda: rig.intent_annotations().get(service_reconciler.ANN_TRAFFIC) == f"{gen}=100",
         "status annotations on the intent",
     )
-    assert rig.intent_annotations()[serving.ANN_ACTIVE] == gen
-    assert rig.intent_annotations()[serving.ANN_SERVICE_STATUS] == "Running"
-    rows = serving.status_rows(cm)
+    assert rig.intent_annotations()[service_reconciler.ANN_ACTIVE] == gen
+    assert rig.intent_annotations()[service_reconciler.ANN_SERVICE_STATUS] == "Running"
+    rows = service_record.status_rows(cm)
     assert rows[0]["role"] == "active"
     assert rows[0]["cluster"] == gen
     assert rows[0]["phase"] == "Running"
@@ -502,13 +522,13 @@ def test_a_new_generation_that_fails_to_deploy_gets_no_traffic(rig: Rig) -> None
     gen1 = generation_of(v1)
     rig.gitops.sync(v1)
     rig.start_syncer()
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     v2 = render(manifest(cpu="2"), rig.namespace)
     gen2 = generation_of(v2)
     rig.for_generation(gen2).plan_app("greeter", AppPlan(deploy_s=0.1, outcome="DEPLOY_FAILED"))
     rig.gitops.sync(v2)
     wait(
-        lambda: rig.record().pending.apps.get("greeter", rs.App("")).status == "DEPLOY_FAILED",
+        lambda: rig.record().pending.apps.get("greeter", App("")).status == "DEPLOY_FAILED",
         "DEPLOY_FAILED in the status",
     )
     # More than one intervalSeconds *and* three passes that looked at the new generation: a
@@ -548,7 +568,7 @@ def test_strategy_none_redeploys_a_changed_serve_config_in_place(rig: Rig) -> No
     gen = generation_of(v1)
     rig.gitops.sync(v1)
     rig.start_syncer()
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     dashboard = rig.for_generation(gen)
     assert len(dashboard.put_bodies) == 1
     v2 = render(manifest(NONE, prefix="/hello"), rig.namespace)
@@ -563,7 +583,7 @@ def test_a_new_syncer_resumes_an_upgrade_mid_way(rig: Rig) -> None:
     gen1 = generation_of(v1)
     rig.gitops.sync(v1)
     rig.start_syncer()
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     v2 = render(manifest(cpu="2"), rig.namespace)
     gen2 = generation_of(v2)
     rig.gitops.sync(v2)
@@ -597,7 +617,7 @@ def test_a_failed_serve_deploy_is_reported_and_retried(rig: Rig) -> None:
         lambda: any(e["reason"] == "FailedToUpdateServeApplications" for e in rig.events()),
         "the Event",  # recorded after the status, in the same pass
     )
-    rows = serving.status_rows(status_cm(rig))
+    rows = service_record.status_rows(status_cm(rig))
     assert "1 validation error" in rows[0]["error"]
     # Permanent errors are retried after 30 s; a new pass (any event) tries again at once.
     rig.kube.patch(
@@ -621,10 +641,12 @@ def test_a_rayservice_that_leaves_git_is_forgotten(rig: Rig) -> None:
     objects = render(manifest(NEW_CLUSTER), rig.namespace)
     rig.gitops.sync(objects)
     rig.start_syncer()
-    wait(lambda: rig.record().is_true(rs.READY), "Ready")
+    wait(lambda: rig.record().is_true(READY), "Ready")
     assert rig.serving is not None
     key = ("RayService", rig.namespace, "greeter")
-    assert rig.serving.snapshot() == {key: "Running"}
+    # The pass tracks its phase after it has published (and annotated): wait for it.
+    serving = rig.serving
+    wait(lambda: serving.snapshot() == {key: "Running"}, "tracked as Running")
     rig.kube.delete(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("greeter"))
     wait(lambda: rig.serving is not None and rig.serving.snapshot() == {}, "forgotten")
     wait(lambda: not rig.status(), "the status ConfigMap garbage-collected with its owner")
@@ -636,7 +658,7 @@ def status_cm(rig: Rig) -> Manifest:
     return cm
 
 
-def record_cm(record: rs.Record) -> Manifest:
+def record_cm(record: Record) -> Manifest:
     return {
         "metadata": {
             "name": "greeter-kuberay-status",
@@ -647,35 +669,35 @@ def record_cm(record: rs.Record) -> Manifest:
     }
 
 
-def cond(kind: str, status: str = "True", reason: str = "R") -> rs.Condition:
-    return rs.Condition(kind, status, reason, "", 0.0)
+def cond(kind: str, status: str = "True", reason: str = "R") -> Condition:
+    return Condition(kind, status, reason, "", 0.0)
 
 
 @pytest.mark.parametrize(
     ("record", "phase"),
     [
-        (rs.Record(), "Initializing"),
-        (rs.Record(active=rs.Side("a"), conditions=(cond(rs.READY),)), "Running"),
-        (rs.Record(active=rs.Side("a"), pending=rs.Side("b")), "Upgrading"),
-        (rs.Record(conditions=(cond(rs.ROLLBACK),)), "RollingBack"),
-        (rs.Record(conditions=(cond(rs.UPGRADE, "False", rs.REASON_ABORTED),)), "Held"),
-        (rs.Record(conditions=(cond(rs.SUSPENDING),)), "Suspended"),
+        (Record(), "Initializing"),
+        (Record(active=Side("a"), conditions=(cond(READY),)), "Running"),
+        (Record(active=Side("a"), pending=Side("b")), "Upgrading"),
+        (Record(conditions=(cond(ROLLBACK),)), "RollingBack"),
+        (Record(conditions=(cond(UPGRADE, "False", REASON_ABORTED),)), "Held"),
+        (Record(conditions=(cond(SUSPENDING),)), "Suspended"),
     ],
 )
-def test_phase_names_where_a_rayservice_is(record: rs.Record, phase: str) -> None:
-    assert serving.phase(record) == phase
-    assert serving.status_rows(record_cm(record))[0]["phase"] == phase
+def test_phase_names_where_a_rayservice_is(record: Record, phase: str) -> None:
+    assert service_record.phase(record) == phase
+    assert service_record.status_rows(record_cm(record))[0]["phase"] == phase
 
 
 def test_status_rows_show_both_generations_of_an_upgrade() -> None:
-    record = rs.Record(
-        strategy=rs.INCREMENTAL,
-        active=rs.Side("greeter-aaaaa", {"app": rs.App("RUNNING")}, 80, 70, 1_800_000_000.0),
-        pending=rs.Side("greeter-bbbbb", {"app": rs.App("DEPLOYING")}, 30, 30, 1_800_000_000.0),
-        conditions=(cond(rs.READY), cond(rs.UPGRADE)),
+    record = Record(
+        strategy=INCREMENTAL_UPGRADE,
+        active=Side("greeter-aaaaa", {"app": App("RUNNING")}, 80, 70, 1_800_000_000.0),
+        pending=Side("greeter-bbbbb", {"app": App("DEPLOYING")}, 30, 30, 1_800_000_000.0),
+        conditions=(cond(READY), cond(UPGRADE)),
         endpoints=3,
     )
-    rows = serving.status_rows(record_cm(record))
+    rows = service_record.status_rows(record_cm(record))
     assert [(r["role"], r["cluster"], r["applications"]) for r in rows] == [
         ("active", "greeter-aaaaa", "app=RUNNING"),
         ("pending", "greeter-bbbbb", "app=DEPLOYING"),
@@ -686,7 +708,9 @@ def test_status_rows_show_both_generations_of_an_upgrade() -> None:
     assert rows[0]["conditions"] == "Ready=True,UpgradeInProgress=True"
     assert rows[0]["endpoints"] == "3"
     assert (
-        serving.status_rows({"metadata": {"name": "x"}, "data": {"status.json": "{"}})[0]["role"]
+        service_record.status_rows({"metadata": {"name": "x"}, "data": {"status.json": "{"}})[0][
+            "role"
+        ]
         == "-"
     )
 
@@ -713,13 +737,18 @@ def test_views_of_routes_and_gateways() -> None:
             ]
         },
     }
-    view = serving.route_view(route, "gw")
+    view = service_views.route_view(route, "gw")
     assert view.accepted
     assert view.resource_version == "7"
     assert view.annotations == {"a": "b"}
-    assert not serving.route_view(route, "missing").accepted
-    assert not serving.gateway_ready(None)
-    assert not serving.gateway_ready(
+    assert not service_views.route_view(route, "missing").accepted
+    assert not service_views.gateway_ready(None)
+    assert not service_views.gateway_ready(
         {"status": {"conditions": [{"type": "Accepted", "status": "True"}]}}
     )
-    assert serving.read_record({"metadata": {"name": "x"}, "data": {"status.json": "[1]"}}) is None
+    assert (
+        status.read_record(
+            {"metadata": {"name": "x"}, "data": {"status.json": "[1]"}}, Record.from_json
+        )
+        is None
+    )

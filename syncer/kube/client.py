@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -94,6 +95,17 @@ class Kube(Protocol):
         """All objects (following `continue`), and the list's resourceVersion."""
         ...
 
+    def list_pages(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        label_selector: str | None = None,
+        limit: int = LIST_PAGE,
+    ) -> Iterator[tuple[Page, str]]:
+        """The objects one page at a time, each page with the list's resourceVersion."""
+        ...
+
     def watch(
         self,
         resource: Resource,
@@ -163,6 +175,8 @@ class KubeClient:
         self._timeout = timeout_s
         self._lock = threading.Lock()
         self.requests = 0
+        # Requests by (HTTP method, status code or "error"): what the metrics publisher shows.
+        self.calls: Counter[tuple[str, str]] = Counter()
 
     @classmethod
     def from_environment(
@@ -227,7 +241,9 @@ class KubeClient:
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as exc:
+            self._count(method, "error")
             raise TransientError(f"{method} {path}: {exc}") from exc
+        self._count(method, str(response.status))
         if response.status >= 400:
             text = response.read().decode("utf-8", "replace")
             response.release_conn()
@@ -236,6 +252,10 @@ class KubeClient:
             response.read(cache_content=True)
             response.release_conn()
         return response
+
+    def _count(self, method: str, code: str) -> None:
+        with self._lock:
+            self.calls[(method, code)] += 1
 
     @staticmethod
     def _error(method: str, path: str, status: int, text: str, headers: Any) -> SyncerError:

@@ -1,21 +1,31 @@
-"""The objects that install `kuberay-syncer` through the same GitOps flow (DESIGN §5).
+"""`kuberay syncer-manifests`: the objects that install `kuberay-syncer` through GitOps (DESIGN §5).
 
 ServiceAccount, config ConfigMap, least-privilege RBAC per watched namespace (or
 cluster-wide for `*`), a Lease role for leader election, the Deployment and its metrics
-Service. Pure and deterministic: no clock, environment or cluster.
+Service. The config the ConfigMap holds is checked by the syncer's own parser
+(`syncer.config`), so the install never ships a config the daemon would refuse.
+`build_syncer_manifests` is pure and deterministic (no clock, environment or cluster);
+the click command joins `kuberay` through the `kuberay.commands` entry point.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import traceback
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
-from renderer import naming
+import click
+
+from renderer import emit, naming, outdir, output
+from renderer.errors import format_path
+from syncer.config import Config, parse_config
 
 Manifest = dict[str, Any]
 
-# Kept equal to the project version by tests/renderer/test_syncer_manifests.py.
+# Kept equal to the project version by tests/syncer/test_install.py.
 SYNCER_VERSION: Final = "0.1.0"
 DEFAULT_IMAGE: Final = f"ghcr.io/kuberay-gitops/kuberay-syncer:{SYNCER_VERSION}"
 DEFAULT_NAMESPACE: Final = "kuberay-system"
@@ -30,7 +40,6 @@ CONFIG_FILE: Final = "config.yaml"
 CONFIG_PATH: Final = f"{CONFIG_DIR}/{CONFIG_FILE}"
 HEALTH_PORT: Final = 8081
 METRICS_PORT: Final = 8080
-DEFAULT_LEASE_NAME: Final = "kuberay-syncer"
 
 LABELS: Final = {naming.APP_NAME: NAME, naming.MANAGED_BY: naming.MANAGED_BY_VALUE}
 # The pods carry only the selector label: the renderer's managed-by label on them would put
@@ -218,27 +227,16 @@ def _metrics_service(namespace: str, metrics_port: int) -> Manifest:
     }
 
 
-def _port(settings: Mapping[str, object], key: str, default: int) -> int:
-    value = settings.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise ValueError(f"config {key} must be a port from 1 to 65535, got {value!r}")
-    return value
-
-
-def _leader_election(settings: Mapping[str, object], namespace: str) -> tuple[str, str] | None:
-    """`(lease namespace, lease name)`, or None when leader election is off."""
-    raw = settings.get("leader_election") or {}
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"config leader_election must be a mapping, got {raw!r}")
-    if raw.get("enabled", True) is False:
-        return None
-    lease_namespace = raw.get("lease_namespace") or namespace
-    lease_name = raw.get("lease_name") or DEFAULT_LEASE_NAME
-    if not isinstance(lease_namespace, str) or not naming.is_dns1123_label(lease_namespace):
-        raise ValueError(f"config leader_election.lease_namespace is invalid: {lease_namespace!r}")
-    if not isinstance(lease_name, str) or not naming.is_dns1123_subdomain(lease_name):
-        raise ValueError(f"config leader_election.lease_name is invalid: {lease_name!r}")
-    return lease_namespace, lease_name
+def _checked_config(settings: Mapping[str, object]) -> Config:
+    """The settings as the syncer will read them (ValueError: the first problem found)."""
+    config, diagnostics = parse_config(config_text(settings), "config")
+    if config is None:
+        problem = diagnostics[0].problem
+        raise ValueError(f"config {format_path(problem.path)}: {problem.message}")
+    for key, port in (("health_port", config.health_port), ("metrics_port", config.metrics_port)):
+        if port == 0:  # the syncer's "off"; a Deployment's container port cannot be 0
+            raise ValueError(f"config {key} must be a port from 1 to 65535 in the Deployment")
+    return config
 
 
 def _check_namespaces(namespace: str, watch: Sequence[str]) -> None:
@@ -288,15 +286,9 @@ def build_syncer_manifests(
     if given is not None and (not isinstance(given, list | tuple) or list(given) != watch):
         raise ValueError(f"config namespaces {given!r} differ from the watched {watch}")
     settings["namespaces"] = watch
-    auth_secret = settings.get("dashboard_auth_secret")
-    if auth_secret is not None and (
-        not isinstance(auth_secret, str) or not naming.is_dns1123_subdomain(auth_secret)
-    ):
-        raise ValueError(f"config dashboard_auth_secret is invalid: {auth_secret!r}")
-    health_port = _port(settings, "health_port", HEALTH_PORT)
-    metrics_port = _port(settings, "metrics_port", METRICS_PORT)
-    if health_port == metrics_port:
-        raise ValueError(f"config health_port and metrics_port are both {health_port}")
+    checked = _checked_config(settings)
+    auth_secret = checked.dashboard_auth_secret
+    health_port, metrics_port = checked.health_port, checked.metrics_port
 
     objects: list[Manifest] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(NAME, namespace)},
@@ -313,12 +305,108 @@ def build_syncer_manifests(
     else:
         for watched in sorted(watch):
             objects += _role_pair(NAME, watched, _watch_rules(auth_secret), namespace)
-    lease = _leader_election(settings, namespace)
-    if lease is not None:
-        lease_namespace, lease_name = lease
+    if checked.leader_election.enabled:
+        election = checked.leader_election
         objects += _role_pair(
-            LEADER_ELECTION_ROLE, lease_namespace, _lease_rules(lease_name), namespace
+            LEADER_ELECTION_ROLE,
+            checked.lease_namespace(namespace),
+            _lease_rules(election.lease_name),
+            namespace,
         )
     objects.append(_metrics_service(namespace, metrics_port))
     objects.append(_deployment(namespace, image, replicas, health_port, metrics_port))
     return objects
+
+
+# --- `kuberay syncer-manifests` -------------------------------------------------------------
+
+_EXIT_INVALID: Final = 2
+_EXIT_INTERNAL: Final = 3
+
+
+def _print_or_write(objects: list[Manifest], output_dir: str | None) -> int:
+    if output_dir is None:
+        sys.stdout.write(emit.dump_all(objects))
+        return 0
+    directory = Path(output_dir)
+    existing = outdir.read_existing(directory) if directory.exists() else {}
+    if existing is None:
+        if any(directory.iterdir()):
+            click.echo(
+                f"error: {directory} is not empty and was not written by kuberay "
+                f"(no {output.MARKER} file); refusing to write into it",
+                err=True,
+            )
+            return _EXIT_INVALID
+        existing = {}
+    outdir.write_directory(directory, output.plan_directory(objects), existing)
+    return 0
+
+
+@click.command("syncer-manifests")
+@click.option(
+    "--namespace",
+    "-n",
+    default=DEFAULT_NAMESPACE,
+    show_default=True,
+    help="Namespace the syncer runs in (its Deployment, ConfigMap and Lease).",
+)
+@click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Image.")
+@click.option(
+    "--watch-namespace",
+    "watch_namespaces",
+    multiple=True,
+    help="A namespace whose Ray objects the syncer manages (repeatable; default: its own "
+    "namespace; '*' for all, with a ClusterRole).",
+)
+@click.option("--replicas", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option(
+    "--ttl-mode",
+    type=click.Choice(["stop", "delete"]),
+    default="stop",
+    show_default=True,
+    help="After a RayJob's TTL: stop the Ray pods (GitOps-safe) or delete them.",
+)
+@click.option(
+    "--dashboard-auth-secret",
+    default=None,
+    help="Secret (key auth_token) the Ray dashboards want; the syncer may read only it.",
+)
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write one file per object, with a kustomization.yaml, into DIR.",
+)
+def syncer_manifests(
+    namespace: str,
+    image: str,
+    watch_namespaces: tuple[str, ...],
+    replicas: int,
+    ttl_mode: str,
+    dashboard_auth_secret: str | None,
+    output_dir: str | None,
+) -> None:
+    """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
+    config: dict[str, object] = {"ttl_mode": ttl_mode}
+    if dashboard_auth_secret:
+        config["dashboard_auth_secret"] = dashboard_auth_secret
+    try:
+        objects = build_syncer_manifests(
+            namespace=namespace,
+            image=image,
+            watch_namespaces=list(watch_namespaces),
+            replicas=replicas,
+            config=config,
+        )
+        code = _print_or_write(objects, output_dir)
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        code = _EXIT_INVALID
+    except Exception:  # noqa: BLE001 - exit code 3 and a traceback, as every kuberay command
+        traceback.print_exc()
+        click.echo("internal error: please report this with the input that caused it", err=True)
+        code = _EXIT_INTERNAL
+    if code:
+        sys.exit(code)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from syncer.intent import JobIntent
-from syncer.kubetime import format_time, parse_time
+from syncer.kube.timestamps import format_time, parse_time
+from syncer.ray.types import RayFacts
+from syncer.rayjob.intent import JobIntent
 
 Manifest = dict[str, Any]
 
@@ -228,15 +229,6 @@ class SubmitterView:
     message: str = ""
     finished_at: float | None = None
     gated_pods: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RayFacts:
-    """One answer of the cluster's dashboard (`GET /api/jobs/`), or why there is none."""
-
-    reachable: bool
-    jobs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,327 @@
+"""The engine: caches, a work queue, workers and resync, driving the registered reconcilers.
+
+It knows no kind. Every key is `(origin kind, namespace, name)` and comes from an intent
+ConfigMap, so the engine owns the intent and status caches; a reconciler adds the caches
+of what it reads (`Reconciler.caches`) and turns one key into one pass (`reconcile`).
+Watch events queue keys (batched a moment when they change a live object); workers take
+one key at a time, only while this replica leads; a failed pass is retried with a capped
+delay; a periodic resync looks at every key a timer does not cover. All state lives in the
+cluster, so a new process (or a new leader) resumes from the status ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from renderer import naming
+from syncer import metrics, status
+from syncer.errors import ConflictError, NotLeaderError, PermanentError, SyncerError
+from syncer.kube import meta
+from syncer.kube.cache import Cache
+from syncer.kube.client import CONFIGMAPS, Kube, Manifest
+from syncer.kube.informer import Informer
+from syncer.kube.workqueue import WorkQueue
+
+Key = tuple[str, str, str]  # (origin kind, namespace, name)
+_LOG = logging.getLogger(__name__)
+
+# A pod or Job event waits this long before its pass, so the events of one change (the
+# submitter pod ends, then its Job completes) make one pass, one status write and one
+# dashboard request rather than two of each.
+EVENT_BATCH_S: Final = 0.05
+_PRUNE_EVERY: Final = 1024  # events between sweeps of stale event times
+_CONFLICT_RETRY_S: Final = 0.2
+_CRASH_RETRY_S: Final = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the engine needs from the syncer config (see `syncer.config.Config`)."""
+
+    namespaces: Sequence[str | None] = (None,)
+    label_selector: str = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"
+    idle_resync_s: float = 300.0
+    workers: int = 8
+    work_queue_limit: int = 100_000
+    retry_s: float = 3.0  # after a failed pass
+
+
+class Reconciler(Protocol):
+    """One kind's reconciler, as the engine drives it."""
+
+    @property
+    def kind(self) -> str:
+        """The origin kind of the keys it takes (`kuberay.io/origin-kind`)."""
+        ...
+
+    def caches(self) -> Sequence[Cache]:
+        """The caches it reads besides the engine's (started and stopped with them)."""
+        ...
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass for one key; seconds until the next look (None: on events only)."""
+        ...
+
+
+class Engine:
+    """Caches, work queue, workers and resync for the reconcilers registered with it."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        options: Options,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        event_memory_s: float = 1.0,
+    ) -> None:
+        self.kube = kube
+        self.options = options
+        self.clock = clock
+        self.monotonic = monotonic
+        self.is_leader = is_leader
+        self.queue: WorkQueue[Key] = WorkQueue(limit=options.work_queue_limit)
+        self.stats: Counter[str] = Counter()
+        self._event_memory_s = event_memory_s
+        self._lock = threading.Lock()
+        self._event_at: dict[Key, float] = {}  # last watch event per key, on `monotonic`
+        self._events = 0
+        self._jitter = random.Random()
+        self._reconcilers: dict[str, Reconciler] = {}
+        self._caches: list[Cache] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        selector = options.label_selector
+        self.intents = Cache.watching(
+            kube,
+            CONFIGMAPS,
+            options.namespaces,
+            label_selector=f"{selector},{naming.ROLE}={naming.ROLE_INTENT}",
+            project=status.slim_configmap,
+        )
+        self.intents.add_handler(self._on_intent)
+        self.statuses = Cache.watching(
+            kube,
+            CONFIGMAPS,
+            options.namespaces,
+            label_selector=f"{naming.ROLE}={status.ROLE_STATUS}",
+            project=status.slim_status,
+        )
+        self.statuses.add_handler(self._on_status)
+
+    # --- set-up ------------------------------------------------------------------------------
+
+    def register(self, reconciler: Reconciler) -> None:
+        """Hand the keys of `reconciler.kind` to it, and run its caches with the engine's."""
+        self._reconcilers[reconciler.kind] = reconciler
+        for cache in reconciler.caches():
+            if all(cache is not known for known in self._caches):
+                self._caches.append(cache)
+
+    def kinds(self) -> list[str]:
+        """The registered origin kinds."""
+        return sorted(self._reconcilers)
+
+    def tracked(self) -> Counter[str]:
+        """How many intents of each registered kind are cached (the objects tracked)."""
+        kinds = (meta.label(cm, naming.ORIGIN_KIND) for cm in self.intents.items())
+        return Counter(kind for kind in kinds if kind in self._reconcilers)
+
+    def reconfigure(self, options: Options) -> None:
+        """Swap in new options (one reference, read once per use: safe from another thread).
+
+        Only the resync period and the retry delay take effect; namespaces, selector,
+        workers and the queue limit need a restart (`syncer.config.restart_required`).
+        """
+        self.options = options
+
+    def caches(self) -> list[Cache]:
+        """Every cache, intents last (their events find the other caches filled)."""
+        return [self.statuses, *self._caches, self.intents]
+
+    def informers(self) -> list[Informer]:
+        """Every informer of every cache."""
+        return [informer for cache in self.caches() for informer in cache.informers]
+
+    # --- event routing -----------------------------------------------------------------------
+
+    def enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
+        """Queue a key after a watch event (`batch`: a moment later, ahead of timers)."""
+        if not name or kind not in self._reconcilers:
+            return
+        key: Key = (kind, namespace, name)
+        stamp = self.monotonic()
+        with self._lock:
+            self._event_at[key] = stamp
+            self._events += 1
+            if self._events % _PRUNE_EVERY == 0:
+                # Older than any dashboard answer still reused: no longer needed.
+                horizon = stamp - self._event_memory_s
+                for old in [k for k, t in self._event_at.items() if t < horizon]:
+                    del self._event_at[old]
+        if batch:
+            self.queue.add_after(key, EVENT_BATCH_S, urgent=True)
+        else:
+            self.queue.add(key)
+
+    def event_time(self, key: Key) -> float | None:
+        """When `key` last had a watch event (on `monotonic`), if ever."""
+        with self._lock:
+            return self._event_at.get(key)
+
+    def forget(self, key: Key) -> None:
+        """Drop what the engine remembers of a key whose intent is gone."""
+        with self._lock:
+            self._event_at.pop(key, None)
+
+    def route_owned(self, event: str, obj: Manifest) -> None:
+        """A handler for live objects the renderer made: queue their origin's key.
+
+        A change is batched; a new object (or a list) is not.
+        """
+        origin = meta.label(obj, naming.ORIGIN_KIND)
+        name = meta.label(obj, naming.ORIGIN_NAME)
+        self.enqueue(origin, meta.namespace(obj), name, batch=event != "ADDED")
+
+    def _on_intent(self, event: str, cm: Manifest) -> None:
+        origin, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+        self.enqueue(origin, meta.namespace(cm), name)
+
+    def _on_status(self, event: str, cm: Manifest) -> None:
+        if event == "DELETED":
+            self._on_intent(event, cm)
+
+    # --- one key -------------------------------------------------------------------------------
+
+    def process_one(self, timeout: float | None = 0.0) -> bool:
+        """Take one key and reconcile it; False when there was none."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        kind = key[0]
+        started = time.perf_counter()
+        try:
+            if not self.is_leader():
+                return True  # the new leader will look at it
+            wake = self._reconcilers[kind].reconcile(key)
+            if wake is not None:
+                self.queue.add_after(key, wake)
+        except NotLeaderError:
+            self.stats["not_leader"] += 1
+        except ConflictError:
+            self._failed(kind, "conflicts", "conflict")
+            self.queue.add_after(key, _CONFLICT_RETRY_S)
+        except SyncerError as exc:
+            self._failed(
+                kind, "errors", "permanent" if isinstance(exc, PermanentError) else "transient"
+            )
+            _LOG.warning("reconcile failed key=%s error=%s", key, exc)
+            self.queue.add_after(key, min(30.0, self.options.retry_s))
+        except Exception:  # noqa: BLE001 - one bad key must not stop the others
+            self._failed(kind, "crashes", "crash")
+            _LOG.exception("reconcile crashed key=%s", key)
+            self.queue.add_after(key, _CRASH_RETRY_S)
+        finally:
+            self.queue.done(key)
+            metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
+        return True
+
+    def _failed(self, kind: str, stat: str, error: str) -> None:
+        self.stats[stat] += 1
+        metrics.RECONCILE_ERRORS.labels(kind=kind, error=error).inc()
+
+    def drain(self, limit: int = 10_000) -> int:
+        """Process queued keys until none is due now (tests); returns how many."""
+        count = 0
+        while count < limit and self.process_one(0.0):
+            count += 1
+        return count
+
+    # --- running -------------------------------------------------------------------------------
+
+    def enqueue_all(self) -> None:
+        """Queue every known key now (start, leadership gained; see `resync`)."""
+        for cm in self.intents.items():
+            self._on_intent("RESYNC", cm)
+
+    def resync(self) -> int:
+        """The periodic look at every known key, for what a watch could have missed.
+
+        Keys whose own timer looks at them within a period are skipped; the others are
+        spread over a tenth of the period (30 s at most) and queued behind watch events,
+        so ten thousand jobs do not ask their dashboards in one burst and hold up every
+        event behind them. Returns how many were queued.
+        """
+        period = self.options.idle_resync_s
+        spread = min(period / 10, 30.0)
+        queued = 0
+        for cm in self.intents.items():
+            kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+            if not name or kind not in self._reconcilers:
+                continue
+            key: Key = (kind, meta.namespace(cm), name)
+            pending = self.queue.pending_timer(key)
+            if pending is not None and pending <= period:
+                continue
+            self.queue.add_after(key, self._jitter.uniform(0.001, max(spread, 0.001)))
+            queued += 1
+        return queued
+
+    def _resync(self) -> None:
+        while not self._stop.wait(self.options.idle_resync_s):
+            self.resync()
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            self.process_one(0.5)
+
+    def start_informers(self, timeout: float = 60.0) -> bool:
+        """Start every informer and wait for the first lists (tests that drive passes)."""
+        for informer in self.informers():
+            informer.start()
+        return all(informer.wait_synced(timeout) for informer in self.informers())
+
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Start informers, then (once every cache has its first list) workers and the resync.
+
+        Waits for the caches, in short slices so that `stop` ends the wait at once; returns
+        False, with no worker started, when `stop` was set first. Workers never reconcile
+        from caches that have not been filled.
+        """
+        for informer in self.informers():
+            informer.start()
+        while not all(informer.wait_synced(0.2) for informer in self.informers()):
+            if (stop is not None and stop.is_set()) or self._stop.is_set():
+                return False
+        self.enqueue_all()
+        for index in range(self.options.workers):
+            thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        resync = threading.Thread(target=self._resync, name="resync", daemon=True)
+        resync.start()
+        self._threads.append(resync)
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop workers and informers."""
+        self._stop.set()
+        self.queue.close()
+        for informer in self.informers():
+            informer.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set."""
+        if self.start(stop):
+            stop.wait()
+        self.stop()

@@ -1,0 +1,134 @@
+"""The dashboards of every watched cluster behind one request budget (a token bucket).
+
+`DashboardPool` makes one client per URL, counts requests by call, and shares one
+`list_jobs` answer per cluster among the jobs that run there for a short while. Every
+reconciler calls its dashboards through the pool, so the budget holds for all of them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Final
+
+from syncer.errors import SyncerError
+from syncer.ray.types import Dashboard, RayFacts
+
+_PRUNE_EVERY: Final = 1024  # dashboard answers stored between sweeps of stale ones
+BUDGET_BURST_S: Final = 0.05  # the dashboard budget's token bucket holds this many seconds
+
+
+class RateLimiter:
+    """A token bucket: `rate` acquisitions a second, bursts of `burst_s` seconds' worth."""
+
+    def __init__(
+        self, rate: float, clock: Callable[[], float] = time.monotonic, *, burst_s: float = 1.0
+    ) -> None:
+        self._rate = max(rate, 0.001)
+        self._clock = clock
+        self._capacity = max(1.0, self._rate * burst_s)
+        self._tokens = self._capacity
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, sleeping until there is one; returns the time waited."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self._capacity, self._tokens + (now - self._stamp) * self._rate)
+            self._stamp = now
+            self._tokens -= 1
+            wait = -self._tokens / self._rate if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+
+class DashboardPool:
+    """Dashboards by URL; one `list_jobs` answer per cluster is shared for `max_age_s`."""
+
+    def __init__(
+        self,
+        factory: Callable[[str], Dashboard],
+        *,
+        budget_rps: float,
+        max_age_s: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._factory = factory
+        self._dashboards: dict[str, Dashboard] = {}
+        self._facts: dict[str, tuple[float, RayFacts]] = {}
+        # A small burst, so that no second sees more than about the budget.
+        self._limiter = RateLimiter(budget_rps, clock, burst_s=BUDGET_BURST_S)
+        self._max_age = max_age_s
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stores = 0
+        self.requests: Counter[str] = Counter()
+
+    def get(self, url: str) -> Dashboard:
+        """The dashboard client for a URL (made once)."""
+        with self._lock:
+            dashboard = self._dashboards.get(url)
+            if dashboard is None:
+                dashboard = self._dashboards[url] = self._factory(url)
+            return dashboard
+
+    def call(self, name: str, url: str, fn: Callable[[Dashboard], Any]) -> Any:
+        """Make one budgeted request."""
+        self._limiter.acquire()
+        with self._lock:
+            self.requests[name] += 1
+        return fn(self.get(url))
+
+    def now(self) -> float:
+        """The pool's clock (what `facts(since=...)` compares with)."""
+        return self._clock()
+
+    def facts(self, url: str, *, fresh: bool = False, since: float | None = None) -> RayFacts:
+        """The cluster's job list (shared between the jobs of one cluster).
+
+        A cached answer is reused only while younger than `max_age_s` and, with `since`,
+        only if it was asked for at or after that moment (so a watch event is never
+        answered with what the dashboard said before it).
+        """
+        now = self._clock()
+        with self._lock:
+            cached = self._facts.get(url)
+        if (
+            cached is not None
+            and not fresh
+            and now - cached[0] < self._max_age
+            and (since is None or cached[0] >= since)
+        ):
+            return cached[1]
+        asked = self._clock()
+        try:
+            jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
+            facts = RayFacts(
+                reachable=True,
+                jobs={str(j.get("submission_id")): dict(j) for j in jobs if j.get("submission_id")},
+            )
+        except SyncerError as exc:
+            facts = RayFacts(reachable=False, error=str(exc))
+        with self._lock:
+            current = self._facts.get(url)
+            if current is None or current[0] <= asked:
+                self._facts[url] = (asked, facts)
+            self._stores += 1
+            if self._stores >= _PRUNE_EVERY:
+                # Answers older than max_age are never served: drop them so the cache holds
+                # only clusters asked recently, not every cluster ever seen.
+                self._stores = 0
+                horizon = self._clock() - self._max_age
+                for key in [k for k, (stamp, _) in self._facts.items() if stamp < horizon]:
+                    del self._facts[key]
+        return facts
+
+    def forget(self, url: str) -> None:
+        """Drop the cached answer of one cluster (after submitting or stopping there)."""
+        with self._lock:
+            self._facts.pop(url, None)

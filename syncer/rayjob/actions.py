@@ -1,0 +1,209 @@
+"""Carrying out the RayJob machine's actions: Kubernetes writes and dashboard calls.
+
+`Actions.apply` ungates submitter pods, submits and stops Ray jobs (through the shared
+dashboard pool), releases or deletes pods, deletes the submitter Job in `delete` mode and
+records Events on the job's anchor (its submitter Job, else its head Pod). Every write is
+to an object the renderer made (`meta.is_rendered`), and pod writes test its
+resourceVersion. The pure decisions are `syncer.rayjob.machine`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Final
+
+from renderer import naming
+from syncer import status
+from syncer.errors import ConflictError, NotFoundError, SyncerError
+from syncer.kube import events, meta
+from syncer.kube.cache import Cache
+from syncer.kube.client import JOBS, JSON_PATCH, PODS, Kube, Manifest
+from syncer.ray.pool import DashboardPool
+from syncer.rayjob import machine, views
+from syncer.rayjob.intent import JobIntent
+
+_LOG = logging.getLogger(__name__)
+_ANN_DEPLOYMENT: Final = f"{status.STATUS_ANNOTATION_PREFIX}job-deployment-status"
+_ANN_JOB: Final = f"{status.STATUS_ANNOTATION_PREFIX}job-status"
+
+
+class Actions:
+    """The RayJob reconciler's hands: one method per kind of action."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        pool: DashboardPool,
+        pods: Cache,
+        jobs: Cache,
+        clock: Callable[[], float],
+    ) -> None:
+        self.kube = kube
+        self.dashboards = pool
+        self.pods = pods
+        self.jobs = jobs
+        self.clock = clock
+        self.stats: Counter[str] = Counter()
+
+    def apply(self, intent: JobIntent, action: machine.Action, *, ttl_mode: str) -> None:
+        """Carry out one action (`ttl_mode`: `stop` annotates pods, `delete` deletes them)."""
+        ns = intent.namespace
+        if isinstance(action, machine.Ungate):
+            for pod_name in action.pods:
+                self._ungate(intent, pod_name)
+        elif isinstance(action, machine.Submit):
+            self._submit(intent, action)
+        elif isinstance(action, machine.StopJob):
+            self._stop(intent, action)
+        elif isinstance(action, machine.Shutdown):
+            for pod_name in action.pods:
+                self._release_pod(ns, pod_name, ttl_mode=ttl_mode)
+        elif isinstance(action, machine.DeleteSubmitter):
+            if ttl_mode == "delete" and intent.submitter_job:
+                job = self.jobs.get(ns, intent.submitter_job)
+                if job is not None and meta.is_rendered(job):
+                    self.kube.delete(JOBS, ns, intent.submitter_job)
+        elif isinstance(action, machine.Event):
+            self._event(intent, action)
+
+    # --- the dashboard -----------------------------------------------------------------------
+
+    def _submit(self, intent: JobIntent, action: machine.Submit) -> None:
+        self.dashboards.call(
+            "submit_job",
+            intent.dashboard_url,
+            lambda d: d.submit_job(
+                action.submission_id,
+                intent.entrypoint,
+                runtime_env=intent.runtime_env,
+                metadata=intent.metadata or None,
+                entrypoint_num_cpus=intent.entrypoint_num_cpus or None,
+                entrypoint_num_gpus=intent.entrypoint_num_gpus or None,
+                entrypoint_resources=intent.entrypoint_resources,
+            ),
+        )
+        self.dashboards.forget(intent.dashboard_url)
+        self.stats["submissions"] += 1
+
+    def _stop(self, intent: JobIntent, action: machine.StopJob) -> None:
+        url = action.dashboard_url or intent.dashboard_url
+        try:
+            self.dashboards.call("stop_job", url, lambda d: d.stop_job(action.submission_id))
+        except NotFoundError:
+            pass
+        except SyncerError as exc:
+            _LOG.warning("stopping a Ray job failed job=%s error=%s", action.submission_id, exc)
+        self.dashboards.forget(url)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def _ungate(self, intent: JobIntent, pod_name: str) -> None:
+        ns = intent.namespace
+        pod = self.pods.get(ns, pod_name)
+        if pod is None or views.owner_job(pod) != intent.submitter_job:
+            return
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        index = next(
+            (i for i, g in enumerate(gates) if g.get("name") == naming.CLUSTER_READY_GATE), None
+        )
+        if index is None:
+            return
+        patch = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": pod["metadata"]["resourceVersion"],
+            },
+            {
+                "op": "test",
+                "path": f"/spec/schedulingGates/{index}/name",
+                "value": naming.CLUSTER_READY_GATE,
+            },
+            {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+        ]
+        try:
+            updated = self.kube.patch(PODS, ns, pod_name, patch, content_type=JSON_PATCH)
+        except SyncerError as exc:
+            if exc.status == 422:  # a failed `test`: the pod changed since it was cached
+                raise ConflictError(f"pod {pod_name} changed; ungating again") from exc
+            raise
+        self.pods.upsert(updated)
+        self.stats["ungated"] += 1
+
+    def _release_pod(self, ns: str, pod_name: str, *, ttl_mode: str) -> None:
+        pod = self.pods.get(ns, pod_name)
+        if pod is None or not meta.is_rendered(pod):
+            return  # never touch an object without the renderer's label
+        version = str(pod["metadata"].get("resourceVersion") or "")
+        if ttl_mode == "delete":
+            self.kube.delete(PODS, ns, pod_name, resource_version=version or None)
+            self.pods.forget(ns, pod_name)
+        else:
+            body = {
+                "metadata": {
+                    "resourceVersion": version,
+                    "annotations": {naming.SHUTDOWN_REQUESTED: "true"},
+                }
+            }
+            self.pods.upsert(self.kube.patch(PODS, ns, pod_name, body))
+        self.stats["released_pods"] += 1
+
+    # --- the anchor: Events, ownership, status annotations ----------------------------------
+
+    def anchor(self, intent: JobIntent) -> status.Owner | None:
+        """The object that owns the job's status: its submitter Job, else its head Pod."""
+        ns = intent.namespace
+        if intent.submitter_job:
+            job = self.jobs.get(ns, intent.submitter_job)
+            if job is not None:
+                uid = str(job["metadata"].get("uid") or "")
+                return status.Owner("batch/v1", "Job", intent.submitter_job, uid)
+        if intent.head_pod:
+            pod = self.pods.get(ns, intent.head_pod)
+            if pod is not None:
+                return status.Owner(
+                    "v1", "Pod", intent.head_pod, str(pod["metadata"].get("uid") or "")
+                )
+        return None
+
+    def _event(self, intent: JobIntent, event: machine.Event) -> None:
+        anchor = self.anchor(intent)
+        if anchor is None:
+            involved: Manifest = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "name": naming.intent_configmap_name(intent.name),
+            }
+        else:
+            involved = {"apiVersion": anchor.api_version, "kind": anchor.kind, "name": anchor.name}
+            if anchor.uid:
+                involved["uid"] = anchor.uid
+        events.record(
+            self.kube,
+            events.build_event(
+                origin_kind="RayJob",
+                origin_name=intent.name,
+                namespace=intent.namespace,
+                involved=involved,
+                event_type=event.type,
+                reason=event.reason,
+                message=event.message,
+                now=self.clock(),
+            ),
+        )
+
+    def annotate_anchor(
+        self, intent: JobIntent, anchor: status.Owner | None, job_status: Manifest
+    ) -> None:
+        """Mirror the job's two status words on its anchor (skipped when they are there)."""
+        if anchor is None:
+            return
+        cache = self.jobs if anchor.kind == "Job" else self.pods
+        wanted = {
+            _ANN_DEPLOYMENT: str(job_status.get("jobDeploymentStatus", "")),
+            _ANN_JOB: str(job_status.get("jobStatus", "")),
+        }
+        obj = cache.get(intent.namespace, anchor.name)
+        status.annotate(self.kube, cache, JOBS if anchor.kind == "Job" else PODS, obj, wanted)

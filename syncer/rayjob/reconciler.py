@@ -1,0 +1,316 @@
+"""The RayJob reconciler: one pass per RayJob key, run by `syncer.engine.Engine`.
+
+A pass reads the intent and the last published record, observes the cached pods and
+submitter Job (and, only when work is in flight, the cluster's dashboard through the
+shared pool), calls the pure `machine.decide`, carries out its actions
+(`syncer.rayjob.actions`), publishes `<job>-kuberay-status` and writes KubeRay's RayJob
+metrics. Polls of running jobs are spread so they use at most `POLL_SHARE` of the
+dashboard budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from renderer import naming
+from syncer import metrics, status
+from syncer.engine import Engine, Key
+from syncer.errors import IntentError
+from syncer.kube import meta
+from syncer.kube.cache import Cache
+from syncer.kube.client import JOBS, Manifest
+from syncer.ray.pool import DashboardPool
+from syncer.rayjob import actions, machine, views
+from syncer.rayjob.intent import JobIntent, parse_job_intent
+
+_LOG = logging.getLogger(__name__)
+
+KIND: Final = "RayJob"
+# Polls of running jobs use at most this share of the dashboard budget; the rest is kept
+# for passes that watch events trigger (a submitter that ended), so those never wait for
+# a poll backlog to drain.
+POLL_SHARE: Final = 0.5
+_SELECTS: Final = "selects"  # intents by the (namespace, cluster) a selector job runs on
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the RayJob reconciler needs from the syncer config (swapped whole on reload)."""
+
+    poll_interval_s: float = 3.0
+    dashboard_budget_rps: float = 200.0
+    ttl_mode: str = "stop"
+    settings: machine.Settings = field(default_factory=machine.Settings)
+
+
+def _intent_selects(cm: Manifest) -> Iterable[Hashable]:
+    try:
+        intent = parse_job_intent(cm)
+    except IntentError:
+        return []
+    return [(intent.namespace, intent.cluster_name)] if intent.uses_selector else []
+
+
+class RayJobReconciler:
+    """Reconciles RayJobs: the submitter Job cache, the pod indexes, the pass, the metrics."""
+
+    kind: Final = KIND
+
+    def __init__(
+        self, engine: Engine, pool: DashboardPool, pods: Cache, options: Options | None = None
+    ) -> None:
+        self.engine = engine
+        self.options = options or Options()
+        self.dashboards = pool
+        self.pods = pods
+        self.jobs = Cache.watching(
+            engine.kube,
+            JOBS,
+            engine.options.namespaces,
+            label_selector=engine.options.label_selector,
+            project=views.cached_job,
+        )
+        self.jobs.add_handler(engine.route_owned)
+        self.actions = actions.Actions(engine.kube, pool, pods, self.jobs, engine.clock)
+        self.stats = self.actions.stats
+        self.states: dict[Key, str] = {}
+        self.transitions: Counter[tuple[str, str]] = Counter()
+        # How many `states` are Running (kept as they change: the poll spread needs it on
+        # every pass, and counting 10,000 states each time would cost more than the pass).
+        self._running = 0
+        self._lock = threading.Lock()
+        self._jitter = random.Random()
+        pods.add_index("cluster", views.cluster_of)
+        pods.add_index("jobname", views.job_of)
+        for cache in (pods, self.jobs):
+            cache.add_handler(self._on_cluster_object)
+        engine.intents.add_index(_SELECTS, _intent_selects)
+
+    def caches(self) -> Sequence[Cache]:
+        """The pod cache (shared) and the submitter Job cache."""
+        return [self.pods, self.jobs]
+
+    def reconfigure(self, options: Options) -> None:
+        """Swap in new options (one reference: safe from the config watcher's thread)."""
+        self.options = options
+
+    def _on_cluster_object(self, event: str, obj: Manifest) -> None:
+        """A Ray cluster's pod changed: queue the RayJobs that select that cluster."""
+        cluster = meta.label(obj, naming.RAY_CLUSTER)
+        if not cluster:
+            return
+        namespace, batch = meta.namespace(obj), event != "ADDED"
+        for cm in self.engine.intents.by_index(_SELECTS, (namespace, cluster)):
+            self.engine.enqueue(KIND, namespace, meta.label(cm, naming.ORIGIN_NAME), batch=batch)
+
+    # --- one RayJob ------------------------------------------------------------------------
+
+    def observe(
+        self, intent: JobIntent, record: machine.Record | None, *, since: float | None = None
+    ) -> machine.Observation:
+        """Collect the state machine's inputs from the caches (and the dashboard if needed).
+
+        `since` (the dashboard pool's clock, normally the job's last watch event): a cached
+        dashboard answer asked for before it is not used, so what the event signals (a
+        submitter that ended) is matched with what Ray said after it.
+        """
+        ns = intent.namespace
+        sidecar = intent.submitter_container if intent.mode == "SidecarMode" else None
+        pods = tuple(
+            views.pod_view(p, sidecar=sidecar)
+            for p in self.pods.by_index("cluster", (ns, intent.cluster_name))
+        )
+        submitter = None
+        if intent.submitter_job:
+            job = self.jobs.get(ns, intent.submitter_job)
+            job_pods = [
+                p
+                for p in self.pods.by_index("jobname", (ns, intent.submitter_job))
+                if views.owner_job(p) == intent.submitter_job
+            ]
+            submitter = views.submitter_view(job, job_pods)
+        now = self.engine.clock()
+        observation = machine.Observation(intent, record, pods, submitter, None, now)
+        ready = machine.cluster_counts(observation)[0]
+        if machine.needs_dashboard(intent, record, ready) and intent.dashboard_url:
+            facts = self.dashboards.facts(intent.dashboard_url, since=since)
+            observation = machine.Observation(intent, record, pods, submitter, facts, now)
+        return observation
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass for one RayJob; returns when to look again (None: on events only)."""
+        _, ns, name = key
+        intent_cm = self.engine.intents.get(ns, naming.intent_configmap_name(name))
+        if intent_cm is None:
+            self._forget(key)
+            return None
+        try:
+            intent = parse_job_intent(intent_cm)
+        except IntentError as exc:
+            _LOG.error("unreadable intent namespace=%s name=%s error=%s", ns, name, exc)
+            return None
+        status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
+        record = status.read_record(status_cm, machine.Record.from_json)
+        observation = self.observe(intent, record, since=self.engine.event_time(key))
+        settings = self.settings()
+        decision = machine.decide(observation, settings)
+        ttl_mode = self.options.ttl_mode
+        # Events only once the status they announce is published: a pass that fails to publish
+        # (a conflict) is repeated, and must not record its Events twice.
+        for action in decision.actions:
+            if not isinstance(action, machine.Event):
+                self.actions.apply(intent, action, ttl_mode=ttl_mode)
+        if record is None or decision.record != record:
+            self._publish(intent, status_cm, decision.record)
+        for action in decision.actions:
+            if isinstance(action, machine.Event):
+                self.actions.apply(intent, action, ttl_mode=ttl_mode)
+        self._track(key, intent_cm, record, decision.record, observation.now)
+        return self._next_look(decision, settings.poll_interval_s)
+
+    @staticmethod
+    def _next_look(decision: machine.Decision, poll_s: float) -> float | None:
+        wake = decision.wake_after
+        if wake is None and decision.record.job_deployment_status == machine.RUNNING:
+            wake = poll_s  # a running job is always polled
+        return None if wake is None else max(wake, 0.0)
+
+    # --- polling under the dashboard budget ------------------------------------------------
+
+    def poll_interval(self) -> float:
+        """Seconds between dashboard polls of one running job.
+
+        The configured interval, or longer when that many jobs polled so often would
+        spend more than `POLL_SHARE` of the dashboard budget.
+        """
+        options = self.options
+        with self._lock:
+            running, seen = self._running, len(self.states)
+        # Jobs not looked at yet (just after a start) may be running too; counting them
+        # keeps the first passes from polling at full rate while the count builds up.
+        running += max(0, len(self.engine.intents) - seen)
+        spread = running / max(options.dashboard_budget_rps * POLL_SHARE, 0.001)
+        return max(options.poll_interval_s, spread)
+
+    def settings(self) -> machine.Settings:
+        """The state machine's timers for one pass, polling at `poll_interval()`.
+
+        Only the poll changes: deadlines, TTLs and the submitter timeout keep their own
+        wake-ups. When the budget stretches the interval, each pass draws it within
+        ±20 %, so jobs that started together do not stay in step and poll in bursts.
+        """
+        options = self.options
+        interval = self.poll_interval()
+        if interval > options.poll_interval_s:
+            interval *= self._jitter.uniform(0.8, 1.2)
+        settings = options.settings
+        if settings.poll_interval_s != interval:
+            settings = dataclasses.replace(settings, poll_interval_s=interval)
+        return settings
+
+    # --- publishing ------------------------------------------------------------------------
+
+    def _publish(self, intent: JobIntent, current: Manifest | None, record: machine.Record) -> None:
+        anchor = self.actions.anchor(intent)
+        status.publish(
+            self.engine.kube,
+            self.engine.statuses,
+            origin_kind=KIND,
+            origin_name=intent.name,
+            namespace=intent.namespace,
+            record=record.to_json(),
+            fields={
+                "jobDeploymentStatus": record.job_deployment_status,
+                "jobStatus": record.job_status,
+            },
+            owner=anchor if anchor is not None and anchor.uid else None,
+            current=current,
+        )
+        self.stats["status_writes"] += 1
+        self.actions.annotate_anchor(intent, anchor, record.to_status())
+
+    # --- states and metrics ----------------------------------------------------------------
+
+    def _set_state_locked(self, key: Key, state: str | None) -> None:
+        """Set (None: drop) one key's state, keeping the Running count."""
+        old = self.states.pop(key, None) if state is None else self.states.get(key)
+        if state is not None:
+            self.states[key] = state
+        self._running += (state == machine.RUNNING) - (old == machine.RUNNING)
+
+    def _track(
+        self,
+        key: Key,
+        intent_cm: Manifest,
+        before: machine.Record | None,
+        after: machine.Record,
+        now: float,
+    ) -> None:
+        """States, transitions and KubeRay's RayJob metrics."""
+        _, ns, name = key
+        old = before.job_deployment_status if before is not None else ""
+        new = after.job_deployment_status
+        with self._lock:
+            known = self.states.get(key)
+            self._set_state_locked(key, new)
+            if old != new:
+                self.transitions[(old, new)] += 1
+        uid = str(meta.metadata(intent_cm).get("uid") or "")
+        if known != new:
+            _state_series(ns, name, uid, known, new)
+        if old == new:
+            return
+        metrics.TRANSITIONS.labels(ns, KIND, old or "New", new).inc()
+        started = before.start_time if before is not None else None
+        if started is not None and old not in machine.FINISHED and new in _ENDS_A_RUN:
+            # KubeRay observes it when a pass moves the job to Complete, Failed or Retrying.
+            seconds = max(0.0, now - started)
+            metrics.JOB_EXECUTION_DURATION.labels(
+                name=name,
+                namespace=ns,
+                uid=uid,
+                job_deployment_status=new,
+                retry_count=str(after.failed),
+            ).set(seconds)
+            metrics.JOB_EXECUTION_SECONDS.labels(namespace=ns, job_deployment_status=new).observe(
+                seconds
+            )
+
+    def _forget(self, key: Key) -> None:
+        _, ns, name = key
+        with self._lock:
+            self._set_state_locked(key, None)
+        self.engine.forget(key)
+        for family in (metrics.JOB_INFO, metrics.JOB_STATE, metrics.JOB_DEPLOYMENT_STATUS):
+            family.remove_matching(namespace=ns, name=name)
+        metrics.JOB_EXECUTION_DURATION.remove_matching(namespace=ns, name=name)
+
+    def snapshot(self) -> tuple[dict[Key, str], dict[tuple[str, str], int]]:
+        """Copies of the tracked states and transition counts."""
+        with self._lock:
+            return dict(self.states), dict(self.transitions)
+
+
+_ENDS_A_RUN: Final = machine.FINISHED | {machine.RETRYING}
+
+
+def _state_series(ns: str, name: str, uid: str, known: str | None, new: str) -> None:
+    """Move one job's state gauges from `known` (None: not set by this process) to `new`."""
+    if known is None:
+        metrics.JOB_INFO.labels(name=name, namespace=ns, uid=uid).set(1)
+    else:
+        metrics.JOB_STATE.remove(namespace=ns, name=name, job_deployment_status=known or "New")
+        metrics.JOB_DEPLOYMENT_STATUS.remove(
+            name=name, namespace=ns, uid=uid, deployment_status=known or "New"
+        )
+    metrics.JOB_STATE.labels(namespace=ns, name=name, job_deployment_status=new or "New").set(1)
+    metrics.JOB_DEPLOYMENT_STATUS.labels(
+        name=name, namespace=ns, uid=uid, deployment_status=new or "New"
+    ).set(1)

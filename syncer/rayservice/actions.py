@@ -1,0 +1,179 @@
+"""Carrying out the RayService machine's actions: Serve deploys, pod labels, route, retirement.
+
+Serve configs go to a generation's dashboard through the shared pool; pod labels and the
+HTTPRoute's `spec.rules` are patched, guarded by resourceVersion, on objects the renderer
+made for this RayService only; a retired generation loses its prune-protected objects (the
+GitOps tool prunes the rest). Events are recorded on the intent ConfigMap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Final
+
+from renderer import naming
+from syncer.errors import ConflictError, SyncerError
+from syncer.kube import events, meta
+from syncer.kube.cache import Cache
+from syncer.kube.client import CONFIGMAPS, HTTPROUTES, PODS, SERVICES, Kube, Manifest, Resource
+from syncer.ray.pool import DashboardPool
+from syncer.rayservice.intent import ServiceIntent
+from syncer.rayservice.state import Action, Deploy, Event, Label, Retire, SetRoute
+from syncer.rayservice.views import BY_SERVICE, KIND
+
+_LOG = logging.getLogger(__name__)
+
+GATEWAYS: Final = Resource("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
+PVCS: Final = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+NETWORK_POLICIES: Final = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+INGRESSES: Final = Resource("networking.k8s.io", "v1", "ingresses", "Ingress")
+# What a generation is made of, deleted in this order: pods and the serve config go last,
+# so a retirement cut short still shows the generation and is finished on the next pass.
+RETIRED_RESOURCES: Final = (INGRESSES, NETWORK_POLICIES, SERVICES, PVCS, CONFIGMAPS, PODS)
+# Kinds a generation may lack, or that the syncer's Role may not cover.
+_OPTIONAL: Final = frozenset({INGRESSES, NETWORK_POLICIES, PVCS})
+
+
+def owned(obj: Manifest, intent: ServiceIntent) -> bool:
+    """Whether the renderer made `obj` for this RayService (the only objects written)."""
+    return (
+        meta.is_rendered(obj)
+        and meta.label(obj, naming.ORIGIN_KIND) == KIND
+        and meta.label(obj, naming.ORIGIN_NAME) == intent.name
+    )
+
+
+class Actions:
+    """The RayService reconciler's hands: one method per kind of action."""
+
+    def __init__(
+        self, kube: Kube, pool: DashboardPool, pods: Cache, configs: Cache, routes: Cache
+    ) -> None:
+        self.kube = kube
+        self.dashboards = pool
+        self.pods = pods
+        self.configs = configs
+        self.routes = routes
+        self.stats: Counter[str] = Counter()
+
+    def apply(self, intent: ServiceIntent, action: Action) -> None:
+        """Carry out one action other than an Event (see `emit`)."""
+        if isinstance(action, Deploy):
+            self.dashboards.call(
+                "put_serve_applications",
+                action.url,
+                lambda d: d.put_serve_applications(
+                    action.config, target_capacity=action.target_capacity
+                ),
+            )
+            self.stats["serve_deploys"] += 1
+        elif isinstance(action, Label):
+            self._label_pod(intent, action)
+        elif isinstance(action, SetRoute):
+            self._set_route(intent, action)
+        elif isinstance(action, Retire):
+            self._retire(intent, action.generation)
+
+    def _label_pod(self, intent: ServiceIntent, action: Label) -> None:
+        ns = intent.namespace
+        pod = self.pods.get(ns, action.pod)
+        if pod is None or not owned(pod, intent):
+            return
+        version = action.resource_version or str(meta.metadata(pod).get("resourceVersion") or "")
+        body: Manifest = {"metadata": {"resourceVersion": version, "labels": dict(action.labels)}}
+        try:
+            updated = self.kube.patch(PODS, ns, action.pod, body)
+        except ConflictError:
+            # The kubelet writes pod status all the time; the labels are the syncer's own.
+            fresh = self.kube.get(PODS, ns, action.pod)
+            if fresh is None or not owned(fresh, intent):
+                return
+            body["metadata"]["resourceVersion"] = meta.metadata(fresh).get("resourceVersion")
+            updated = self.kube.patch(PODS, ns, action.pod, body)
+        self.pods.upsert(updated)
+        self.stats["labelled_pods"] += 1
+
+    def _set_route(self, intent: ServiceIntent, action: SetRoute) -> None:
+        routing = intent.routing
+        if routing is None:
+            return
+        ns = intent.namespace
+        route = self.routes.get(ns, routing.route)
+        if route is None or not owned(route, intent):
+            return
+        body = {
+            "metadata": {"resourceVersion": action.resource_version},
+            "spec": {"rules": list(action.rules)},
+        }
+        self.routes.upsert(self.kube.patch(HTTPROUTES, ns, routing.route, body))
+        self.stats["route_writes"] += 1
+
+    def _retire(self, intent: ServiceIntent, generation: str) -> None:
+        """Delete what is left of a generation: prune-protected objects only."""
+        if generation == intent.generation:
+            return  # never an object git still declares
+        ns = intent.namespace
+        for pod in self.pods.by_index(BY_SERVICE, (ns, intent.name)):
+            if meta.label(pod, naming.RAY_CLUSTER) == generation and meta.label(
+                pod, naming.SERVE_ACTIVE
+            ):
+                return  # it still takes traffic; the next pass removes the label first
+        selector = ",".join(
+            (
+                f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}",
+                f"{naming.ORIGIN_KIND}={KIND}",
+                f"{naming.ORIGIN_NAME}={intent.name}",
+                f"{naming.RAY_CLUSTER}={generation}",
+            )
+        )
+        for resource in RETIRED_RESOURCES:
+            try:
+                items, _ = self.kube.list(resource, ns, label_selector=selector)
+            except SyncerError as exc:
+                if resource in _OPTIONAL and exc.status in (403, 404):
+                    continue
+                raise
+            for obj in items:
+                self._delete_protected(resource, ns, obj)
+        _LOG.info(
+            "retired generation namespace=%s rayservice=%s generation=%s",
+            ns,
+            intent.name,
+            generation,
+        )
+
+    def _delete_protected(self, resource: Resource, ns: str, obj: Manifest) -> None:
+        annotations = meta.metadata(obj).get("annotations") or {}
+        if not any(annotations.get(k) == v for k, v in naming.PRUNE_PROTECTION.items()):
+            return  # not protected: the GitOps tool prunes it
+        name = meta.name(obj)
+        version = str(meta.metadata(obj).get("resourceVersion") or "") or None
+        self.kube.delete(resource, ns, name, resource_version=version)
+        for cache in (self.pods, self.configs):
+            if cache.resource == resource:
+                cache.forget(ns, name)
+        self.stats["retired_objects"] += 1
+
+    def emit(self, intent: ServiceIntent, intent_cm: Manifest, event: Event, *, now: float) -> None:
+        """Record a Kubernetes Event on the intent ConfigMap (best effort)."""
+        metadata = meta.metadata(intent_cm)
+        involved: Manifest = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": meta.name(intent_cm),
+            **({"uid": metadata["uid"]} if metadata.get("uid") else {}),
+        }
+        events.record(
+            self.kube,
+            events.build_event(
+                origin_kind=KIND,
+                origin_name=intent.name,
+                namespace=intent.namespace,
+                involved=involved,
+                event_type=event.type,
+                reason=event.reason,
+                message=event.message,
+                now=now,
+            ),
+        )

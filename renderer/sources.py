@@ -23,6 +23,11 @@ STDIN_NAME: Final = "<stdin>"
 SUFFIXES: Final = (".yaml", ".yml")
 # A directory holding this file is an output of `kuberay render --output-dir`: never input.
 OUTPUT_MARKER: Final = ".kuberay-render"
+# Bounds on input (issue 16): a file larger than this is refused before it is read, and a
+# document whose YAML aliases expand it beyond MAX_EXPANDED_VALUES (an alias bomb) after
+# loading, which costs time and memory in proportion to the text, not to the expansion.
+DEFAULT_MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
+MAX_EXPANDED_VALUES: Final = 1_000_000
 
 
 class _DuplicateKeyError(yaml.MarkedYAMLError):
@@ -98,6 +103,36 @@ class _Locator:
         return _position(self._root, path)
 
 
+def _expanded_size(value: Any, limit: int) -> int:
+    """How many values `value` holds once its aliases are written out, capped at `limit` + 1.
+
+    Shared (aliased) containers are sized once; a container that holds itself counts as
+    over the limit.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        sizes[key] = limit + 1  # while being sized: a cycle is over the limit
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[key] = min(total, limit + 1)
+        return sizes[key]
+
+    return size(value)
+
+
 def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
     """Split one file's text into documents; a YAML error is one diagnostic for the file."""
     try:
@@ -119,7 +154,22 @@ def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
         Document(data, Origin(name, index + 1, _Locator(text, index)))
         for index, data in enumerate(datas)
     ]
-    return documents, []
+    if "&" not in text:  # no anchor, no alias: nothing can expand
+        return documents, []
+    bombs = [
+        Diagnostic(
+            doc.origin,
+            Problem(
+                (),
+                f"YAML aliases expand this document to more than {MAX_EXPANDED_VALUES} values "
+                "(an alias bomb, or an alias inside its own anchor); write the repeated parts "
+                "out or use fewer aliases",
+            ),
+        )
+        for doc in documents
+        if _expanded_size(doc.data, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES
+    ]
+    return ([], bombs) if bombs else (documents, [])
 
 
 def _expand(path: Path) -> Iterator[Path]:
@@ -137,15 +187,33 @@ def _expand(path: Path) -> Iterator[Path]:
             yield child
 
 
+def _too_large(what: str, max_bytes: int) -> Problem:
+    return Problem(
+        (),
+        f"{what}, more than the limit of {max_bytes} bytes per input; split it, or raise the "
+        "limit with --max-input-bytes N",
+    )
+
+
 def read_documents(
-    paths: Sequence[str], stdin: TextIO | None = None
+    paths: Sequence[str],
+    stdin: TextIO | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> tuple[list[Document], list[Diagnostic]]:
-    """Read every input path (file, directory, or `-`); return documents and read problems."""
+    """Read every input path (file, directory, or `-`); return documents and read problems.
+
+    A file over `max_bytes` is refused unread; stdin is read up to `max_bytes` + 1.
+    """
     documents: list[Document] = []
     diagnostics: list[Diagnostic] = []
     for raw in paths:
         if raw == STDIN:
-            text = stdin.read() if stdin is not None else ""
+            text = stdin.read(max_bytes + 1) if stdin is not None else ""
+            if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+                problem = _too_large("the input holds more bytes", max_bytes)
+                diagnostics.append(Diagnostic(Origin(STDIN_NAME, 1), problem))
+                continue
             docs, problems = parse_text(text, STDIN_NAME)
             documents.extend(docs)
             diagnostics.extend(problems)
@@ -156,6 +224,11 @@ def read_documents(
             continue
         for file in _expand(root):
             try:
+                size = file.stat().st_size
+                if size > max_bytes:
+                    problem = _too_large(f"the file has {size} bytes", max_bytes)
+                    diagnostics.append(Diagnostic(Origin(str(file), 1), problem))
+                    continue
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 diagnostics.append(

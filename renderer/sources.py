@@ -15,6 +15,7 @@ from typing import Any, Final, TextIO
 
 import yaml
 
+from renderer import yamltext
 from renderer.errors import Diagnostic, JsonPath, Origin, Problem
 from renderer.model.document import Document
 
@@ -24,10 +25,10 @@ SUFFIXES: Final = (".yaml", ".yml")
 # A directory holding this file is an output of `kuberay render --output-dir`: never input.
 OUTPUT_MARKER: Final = ".kuberay-render"
 # Bounds on input (issue 16): a file larger than this is refused before it is read, and a
-# document whose YAML aliases expand it beyond MAX_EXPANDED_VALUES (an alias bomb) after
-# loading, which costs time and memory in proportion to the text, not to the expansion.
+# document whose YAML aliases expand it beyond yamltext.yamltext.MAX_EXPANDED_VALUES (an alias bomb)
+# after loading, which costs time and memory in proportion to the text, not to the expansion.
 DEFAULT_MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
-MAX_EXPANDED_VALUES: Final = 1_000_000
+_MAX_VALUES: Final = yamltext.MAX_EXPANDED_VALUES
 
 
 class _DuplicateKeyError(yaml.MarkedYAMLError):
@@ -103,36 +104,6 @@ class _Locator:
         return _position(self._root, path)
 
 
-def _expanded_size(value: Any, limit: int) -> int:
-    """How many values `value` holds once its aliases are written out, capped at `limit` + 1.
-
-    Shared (aliased) containers are sized once; a container that holds itself counts as
-    over the limit.
-    """
-    sizes: dict[int, int] = {}
-
-    def size(node: Any) -> int:
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            return 1
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        sizes[key] = limit + 1  # while being sized: a cycle is over the limit
-        total = 1
-        for child in children:
-            total += size(child)
-            if total > limit:
-                break
-        sizes[key] = min(total, limit + 1)
-        return sizes[key]
-
-    return size(value)
-
-
 def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
     """Split one file's text into documents; a YAML error is one diagnostic for the file."""
     try:
@@ -161,13 +132,14 @@ def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
             doc.origin,
             Problem(
                 (),
-                f"YAML aliases expand this document to more than {MAX_EXPANDED_VALUES} values "
+                f"YAML aliases expand this document to more than {_MAX_VALUES} values "
                 "(an alias bomb, or an alias inside its own anchor); write the repeated parts "
                 "out or use fewer aliases",
             ),
         )
         for doc in documents
-        if _expanded_size(doc.data, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES
+        if yamltext.expanded_size(doc.data, yamltext.MAX_EXPANDED_VALUES)
+        > yamltext.MAX_EXPANDED_VALUES
     ]
     return ([], bombs) if bombs else (documents, [])
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from renderer import compile as compiler
-from renderer import sources
+from renderer import sources, yamltext
 from renderer.cli import main
 from renderer.errors import ManifestError, Origin
 from renderer.options import DEFAULT_MAX_OBJECTS, DEFAULT_MAX_PODS, RenderOptions
@@ -152,8 +152,8 @@ def test_ordinary_anchors_are_fine() -> None:
     documents, problems = sources.parse_text(text, "ok.yaml")
     assert problems == []
     assert documents[0].data["z"][1] == {"a": 1, "b": [1, 2]}
-    assert sources._expanded_size(documents[0].data, 10) == 11  # capped at limit + 1
-    assert sources._expanded_size(documents[0].data, 100) == 22
+    assert yamltext.expanded_size(documents[0].data, 10) == 11  # capped at limit + 1
+    assert yamltext.expanded_size(documents[0].data, 100) == 22
 
 
 def test_one_run_reports_every_problem_in_a_fixed_order() -> None:

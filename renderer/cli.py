@@ -20,7 +20,12 @@ import click
 from renderer import compile as compiler
 from renderer import emit, ghformat, gitops, outdir, output, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
-from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
+from renderer.options import (
+    DEFAULT_FEATURE_GATES,
+    DEFAULT_MAX_OBJECTS,
+    DEFAULT_MAX_PODS,
+    RenderOptions,
+)
 
 EXIT_OK: Final = 0
 EXIT_DIFFERENT: Final = 1
@@ -60,6 +65,8 @@ def _options(params: dict[str, object]) -> RenderOptions:
         login_shell=bool(params["login_shell"]),
         head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
         kubernetes_version=str(params["kubernetes_version"]),
+        max_pods=int(params["max_pods"]),  # type: ignore[call-overload]  # click IntRange: an int
+        max_objects=int(params["max_objects"]),  # type: ignore[call-overload]  # click IntRange
     )
 
 
@@ -113,6 +120,27 @@ _OPTION_DECORATORS = (
         show_default=True,
         help="Kubernetes version whose OpenAPI schemas check embedded objects.",
     ),
+    click.option(
+        "--max-pods",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_PODS,
+        show_default=True,
+        help="Refuse a cluster with more worker Pods (replicas * numOfHosts over its groups).",
+    ),
+    click.option(
+        "--max-objects",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_OBJECTS,
+        show_default=True,
+        help="Refuse a run that would render more objects.",
+    ),
+    click.option(
+        "--max-input-bytes",
+        type=click.IntRange(min=1),
+        default=sources.DEFAULT_MAX_INPUT_BYTES,
+        show_default=True,
+        help="Refuse an input file (or stdin) larger than this, unread.",
+    ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
     click.option(
         "--format",
@@ -146,7 +174,12 @@ def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: objec
 
 def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.RenderResult:
     options = _options(params)
-    documents, read_problems = sources.read_documents(paths, sys.stdin)
+    max_bytes = params.get("max_input_bytes", sources.DEFAULT_MAX_INPUT_BYTES)
+    documents, read_problems = sources.read_documents(
+        paths,
+        sys.stdin,
+        max_bytes=int(max_bytes),  # type: ignore[call-overload]  # click IntRange
+    )
     try:
         result = compiler.render(documents, options)
     except ManifestError as exc:

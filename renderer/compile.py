@@ -9,10 +9,9 @@ ordered by kind rank, namespace and name. Pure: no files, clock or environment.
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from renderer import schemas
 from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
@@ -20,8 +19,7 @@ from renderer.kinds import pipeline, raycluster, rayjob, rayservice
 from renderer.manifest import Manifest
 from renderer.model.document import Document, ObjectKey
 from renderer.options import RenderOptions
-
-Builder = Callable[[Manifest, RenderOptions], tuple[list[Problem], list[Manifest]]]
+from renderer.rules.common import Unchecked
 
 # Dependencies first, the way GitOps tools and Helm apply them; unknown kinds sort after these.
 KIND_ORDER: Final = (
@@ -104,43 +102,100 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
-def _not_supported(kind: str, issue: str) -> Builder:
-    def build(doc: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
-        return [Problem(("kind",), f"{kind} is not supported yet by kuberay render ({issue})")], []
+class _Ready(Protocol):
+    """A checked document, ready to build."""
 
-    return build
+    def estimate(self) -> int:
+        """A lower bound of the objects `build` makes."""
+        ...  # pragma: no cover - a protocol
+
+    def build(self) -> tuple[list[Problem], list[Manifest]]:
+        """The objects, and the problems only building finds."""
+        ...  # pragma: no cover - a protocol
+
+
+@dataclass(frozen=True, slots=True)
+class _PassThrough:
+    """An object that is not KubeRay's: written out as it is."""
+
+    data: Manifest
+
+    def estimate(self) -> int:
+        return 1
+
+    def build(self) -> tuple[list[Problem], list[Manifest]]:
+        return [], [self.data]
 
 
 # One pipeline per kind, all of one shape (`kinds.pipeline`).
-BUILDERS: dict[str, Builder] = {
-    "RayCluster": functools.partial(pipeline.run, raycluster.KIND),
-    "RayJob": functools.partial(pipeline.run, rayjob.KIND),
-    "RayService": functools.partial(pipeline.run, rayservice.KIND),
-    "RayCronJob": _not_supported("RayCronJob", "render a RayJob and schedule it yourself"),
+KINDS: Final[dict[str, pipeline.Kind[Any]]] = {
+    "RayCluster": raycluster.KIND,
+    "RayJob": rayjob.KIND,
+    "RayService": rayservice.KIND,
+}
+_NOT_SUPPORTED: Final = {"RayCronJob": "render a RayJob and schedule it yourself"}
+# Where each kind keeps its worker groups: a group the schema refuses is left out of the
+# rules, so that they still check the rest of the document (issue 16).
+_GROUPS_AT: Final[dict[str, tuple[str, ...]]] = {
+    "RayCluster": ("spec", "workerGroupSpecs"),
+    "RayJob": ("spec", "rayClusterSpec", "workerGroupSpecs"),
+    "RayService": ("spec", "rayClusterConfig", "workerGroupSpecs"),
 }
 
 
-def _pass_through(data: Manifest, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
-    problems: list[Problem] = []
+def _pass_through(data: Manifest) -> tuple[list[Problem], _Ready | None]:
     meta = data.get("metadata")
     if not isinstance(meta, dict) or not meta.get("name"):
-        problems.append(Problem(("metadata", "name"), 'missing required field "name"'))
-    return problems, [] if problems else [data]
+        return [Problem(("metadata", "name"), 'missing required field "name"')], None
+    return [], _PassThrough(data)
 
 
-def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
-    """Check and build one document; problems carry paths inside it."""
+def _mask_groups(data: Manifest, kind: str, errors: list[Problem]) -> Manifest | None:
+    """`data` with each worker group that has a schema error replaced by `Unchecked`.
+
+    None when an error lies outside the worker groups (and outside the name): the rules
+    then skip the whole document, whose structure they cannot trust.
+    """
+    at = _GROUPS_AT[kind]
+    broken: set[int] = set()
+    for problem in errors:
+        path = problem.path
+        if path[:2] in _NAME_PATHS:
+            continue
+        if len(path) <= len(at) or path[: len(at)] != at or not isinstance(path[len(at)], int):
+            return None
+        broken.add(int(path[len(at)]))
+    masked = dict(data)
+    node = masked
+    for key in at[:-1]:
+        node[key] = dict(node[key])
+        node = node[key]
+    groups = list(node[at[-1]])
+    for index in broken:
+        name = groups[index].get("groupName") if isinstance(groups[index], dict) else None
+        groups[index] = Unchecked({"groupName": name} if isinstance(name, str) else {})
+    node[at[-1]] = groups
+    return masked
+
+
+def check_document(data: Any, options: RenderOptions) -> tuple[list[Problem], _Ready | None, bool]:
+    """Check one document: its problems, what to build, and whether to keep what is built."""
     if not isinstance(data, dict):
-        return [Problem((), f"expected a Kubernetes object (a mapping), got {show(data)}")], []
+        return (
+            [Problem((), f"expected a Kubernetes object (a mapping), got {show(data)}")],
+            None,
+            False,
+        )
     problems: list[Problem] = []
     for field in ("apiVersion", "kind"):
         if not isinstance(data.get(field), str) or not data.get(field):
             problems.append(Problem((field,), f'missing required field "{field}"'))
     if problems:
-        return problems, []
+        return problems, None, False
     group = str(data["apiVersion"]).partition("/")[0] if "/" in data["apiVersion"] else ""
     if group != RAY_GROUP:
-        return _pass_through(data, options)
+        problems, ready = _pass_through(data)
+        return problems, ready, True
     problems = schemas.check(data, kubernetes_version=options.kubernetes_version)
     meta = data.get("metadata")
     if isinstance(meta, dict) and "generateName" in meta and "name" not in meta:
@@ -148,34 +203,89 @@ def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], 
         problems = [p for p in problems if p.path != ("metadata",) or '"name"' not in p.message]
     problems.extend(_null_items(data, ()))
     errors = [p for p in problems if p.severity == "error"]
-    builder = BUILDERS.get(str(data["kind"]))
-    if builder is None:  # schemas.check has reported the unknown kind already
-        return problems, []
-    name = (
-        (data.get("metadata") or {}).get("name") if isinstance(data.get("metadata"), dict) else None
-    )
+    kind_name = str(data["kind"])
+    if kind_name in _NOT_SUPPORTED:
+        reason = _NOT_SUPPORTED[kind_name]
+        message = f"{kind_name} is not supported yet by kuberay render ({reason})"
+        return [*problems, Problem(("kind",), message)], None, False
+    kind = KINDS.get(kind_name)
+    if kind is None:  # schemas.check has reported the unknown kind already
+        return problems, None, False
+    name = meta.get("name") if isinstance(meta, dict) else None
     if errors and not (all(p.path[:2] in _NAME_PATHS for p in errors) and isinstance(name, str)):
-        return problems, []
+        masked = _mask_groups(without_nulls(data), kind_name, errors)
+        if masked is None:
+            return problems, None, False
+        # Schema errors only inside worker groups: the rules check everything else.
+        return problems + kind.check(masked, options), None, False
     # A bad name or namespace alone still lets the semantic rules run, so that the user
-    # sees every problem of the spec at once; nothing is built.
-    more, objects = builder(without_nulls(data), options)
-    return problems + more, [] if errors else objects
+    # sees every problem of the spec at once; nothing is kept.
+    more, ready = pipeline.prepare(kind, without_nulls(data), options)
+    return problems + more, ready, not errors
+
+
+def compile_document(data: Any, options: RenderOptions) -> tuple[list[Problem], list[Manifest]]:
+    """Check and build one document; problems carry paths inside it."""
+    problems, ready, keep = check_document(data, options)
+    if ready is None:
+        return problems, []
+    more, objects = ready.build()
+    return problems + more, objects if keep else []
+
+
+@dataclass(slots=True)
+class _Entry:
+    origin: Origin
+    problems: list[Problem]
+    ready: _Ready | None
+    keep: bool
+
+
+def _limit_objects(entries: list[_Entry], options: RenderOptions) -> bool:
+    """Refuse the run (at the document that crosses it) when it exceeds `max_objects`."""
+    total = 0
+    for entry in entries:
+        if entry.ready is None:
+            continue
+        total += entry.ready.estimate()
+        if total > options.max_objects:
+            entry.problems.append(
+                Problem(
+                    ("metadata", "name"),
+                    f"the documents up to this one would render at least {total} objects, more "
+                    f"than the limit of {options.max_objects} per run; render fewer at once, or "
+                    "raise the limit with --max-objects N",
+                )
+            )
+            return False
+    return True
 
 
 def render(documents: Sequence[Document], options: RenderOptions | None = None) -> RenderResult:
-    """Compile every document; raise ManifestError listing every problem if there is any error."""
+    """Compile every document; raise ManifestError listing every problem if there is any error.
+
+    Every document is checked before any is built, and the run is refused before building
+    when it would exceed `options.max_objects`.
+    """
     options = options or RenderOptions()
-    diagnostics: list[Diagnostic] = []
-    built: list[tuple[Manifest, Origin]] = []
+    entries: list[_Entry] = []
     for document in documents:
         if document.data is None:
             continue  # an empty document, e.g. a trailing `---`
         origin = document.origin
         if isinstance(document.data, dict):
             origin = dataclasses.replace(origin, context=_context(document.data, options))
-        problems, objects = compile_document(document.data, options)
-        diagnostics.extend(Diagnostic(origin, p) for p in problems)
-        built.extend((obj, origin) for obj in objects)
+        problems, ready, keep = check_document(document.data, options)
+        entries.append(_Entry(origin, problems, ready, keep))
+    built: list[tuple[Manifest, Origin]] = []
+    if _limit_objects(entries, options):
+        for entry in entries:
+            if entry.ready is not None:
+                more, objects = entry.ready.build()
+                entry.problems.extend(more)
+                if entry.keep:
+                    built.extend((obj, entry.origin) for obj in objects)
+    diagnostics = [Diagnostic(e.origin, p) for e in entries for p in e.problems]
     seen: dict[ObjectKey, Origin] = {}
     for obj, origin in built:
         key = object_key(obj)

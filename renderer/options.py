@@ -1,7 +1,8 @@
 """Render options: every input besides the manifests that changes the output.
 
 These mirror the KubeRay v1.7 operator's feature gates and process options
-(reference raycluster.md §0.1-§0.2). Defaults are KubeRay's defaults.
+(reference raycluster.md §0.1-§0.2), whose defaults are KubeRay's, plus the renderer's
+own bounds on the work of one run (`max_pods`, `max_objects`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from types import MappingProxyType
 from typing import Final
 
 KUBERAY_VERSION: Final = "v1.7.0"
+# Bounds on the work of one render (issue 16): the Pods of one cluster (worker replicas *
+# numOfHosts, summed over its groups) and the objects of one run, checked before building.
+DEFAULT_MAX_PODS: Final = 10_000
+DEFAULT_MAX_OBJECTS: Final = 100_000
 
 # KubeRay v1.7 feature gates and their defaults (ray-operator/pkg/features/features.go).
 DEFAULT_FEATURE_GATES: Final = MappingProxyType(
@@ -48,6 +53,8 @@ class RenderOptions:
     head_cluster_ip_service: bool = False
     kuberay_version: str = KUBERAY_VERSION
     kubernetes_version: str = "1.33"
+    max_pods: int = DEFAULT_MAX_PODS
+    max_objects: int = DEFAULT_MAX_OBJECTS
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""

@@ -15,6 +15,7 @@ from typing import Any, Final, TextIO
 
 import yaml
 
+from renderer import yamltext
 from renderer.errors import Diagnostic, JsonPath, Origin, Problem
 from renderer.model.document import Document
 
@@ -23,6 +24,11 @@ STDIN_NAME: Final = "<stdin>"
 SUFFIXES: Final = (".yaml", ".yml")
 # A directory holding this file is an output of `kuberay render --output-dir`: never input.
 OUTPUT_MARKER: Final = ".kuberay-render"
+# Bounds on input (issue 16): a file larger than this is refused before it is read, and a
+# document whose YAML aliases expand it beyond yamltext.yamltext.MAX_EXPANDED_VALUES (an alias bomb)
+# after loading, which costs time and memory in proportion to the text, not to the expansion.
+DEFAULT_MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
+_MAX_VALUES: Final = yamltext.MAX_EXPANDED_VALUES
 
 
 class _DuplicateKeyError(yaml.MarkedYAMLError):
@@ -119,7 +125,23 @@ def parse_text(text: str, name: str) -> tuple[list[Document], list[Diagnostic]]:
         Document(data, Origin(name, index + 1, _Locator(text, index)))
         for index, data in enumerate(datas)
     ]
-    return documents, []
+    if "&" not in text:  # no anchor, no alias: nothing can expand
+        return documents, []
+    bombs = [
+        Diagnostic(
+            doc.origin,
+            Problem(
+                (),
+                f"YAML aliases expand this document to more than {_MAX_VALUES} values "
+                "(an alias bomb, or an alias inside its own anchor); write the repeated parts "
+                "out or use fewer aliases",
+            ),
+        )
+        for doc in documents
+        if yamltext.expanded_size(doc.data, yamltext.MAX_EXPANDED_VALUES)
+        > yamltext.MAX_EXPANDED_VALUES
+    ]
+    return ([], bombs) if bombs else (documents, [])
 
 
 def _expand(path: Path) -> Iterator[Path]:
@@ -137,15 +159,33 @@ def _expand(path: Path) -> Iterator[Path]:
             yield child
 
 
+def _too_large(what: str, max_bytes: int) -> Problem:
+    return Problem(
+        (),
+        f"{what}, more than the limit of {max_bytes} bytes per input; split it, or raise the "
+        "limit with --max-input-bytes N",
+    )
+
+
 def read_documents(
-    paths: Sequence[str], stdin: TextIO | None = None
+    paths: Sequence[str],
+    stdin: TextIO | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
 ) -> tuple[list[Document], list[Diagnostic]]:
-    """Read every input path (file, directory, or `-`); return documents and read problems."""
+    """Read every input path (file, directory, or `-`); return documents and read problems.
+
+    A file over `max_bytes` is refused unread; stdin is read up to `max_bytes` + 1.
+    """
     documents: list[Document] = []
     diagnostics: list[Diagnostic] = []
     for raw in paths:
         if raw == STDIN:
-            text = stdin.read() if stdin is not None else ""
+            text = stdin.read(max_bytes + 1) if stdin is not None else ""
+            if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+                problem = _too_large("the input holds more bytes", max_bytes)
+                diagnostics.append(Diagnostic(Origin(STDIN_NAME, 1), problem))
+                continue
             docs, problems = parse_text(text, STDIN_NAME)
             documents.extend(docs)
             diagnostics.extend(problems)
@@ -156,6 +196,11 @@ def read_documents(
             continue
         for file in _expand(root):
             try:
+                size = file.stat().st_size
+                if size > max_bytes:
+                    problem = _too_large(f"the file has {size} bytes", max_bytes)
+                    diagnostics.append(Diagnostic(Origin(str(file), 1), problem))
+                    continue
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 diagnostics.append(

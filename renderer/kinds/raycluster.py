@@ -42,4 +42,11 @@ def build(cluster: RayCluster, options: RenderOptions) -> Built:
     return [], cluster_objects.build_cluster(cluster, options)
 
 
-KIND: Kind[RayCluster] = Kind(check, parse, check_model, build, parse_despite_errors=True)
+def count_pods(cluster: RayCluster) -> int:
+    """The head and the worker Pods; none while suspended."""
+    return 0 if cluster.suspended else 1 + sum(group.pod_count for group in cluster.workers)
+
+
+KIND: Kind[RayCluster] = Kind(
+    check, parse, check_model, build, count_pods, parse_despite_errors=True
+)

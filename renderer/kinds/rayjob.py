@@ -143,4 +143,12 @@ def build(plan: RayJobPlan, options: RenderOptions) -> Built:
     return problems, objects
 
 
-KIND: Kind[RayJobPlan] = Kind(check, parse, check_model, build)
+def count_pods(plan: RayJobPlan) -> int:
+    """The Pods of the job's own cluster (none with clusterSelector or suspend)."""
+    if not plan.renders_cluster:
+        return 0
+    cluster = job_cluster(plan, plan.spec["rayClusterSpec"])
+    return 0 if cluster.suspended else 1 + sum(group.pod_count for group in cluster.workers)
+
+
+KIND: Kind[RayJobPlan] = Kind(check, parse, check_model, build, count_pods)

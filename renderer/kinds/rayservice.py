@@ -90,4 +90,12 @@ def build(service: RayServicePlan, options: RenderOptions) -> Built:
     return problems, objects
 
 
-KIND: Kind[RayServicePlan] = Kind(check, parse, check_model, build)
+def count_pods(service: RayServicePlan) -> int:
+    """The Pods of the current generation; none while the RayService is suspended."""
+    cluster = service.cluster
+    if service.spec.get("suspend") is True or cluster.suspended:
+        return 0
+    return 1 + sum(group.pod_count for group in cluster.workers)
+
+
+KIND: Kind[RayServicePlan] = Kind(check, parse, check_model, build, count_pods)

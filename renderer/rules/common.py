@@ -7,13 +7,21 @@ passed the schema. Imported by the per-kind rule modules; pure.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from renderer import goformat, k8snames, naming
 from renderer.errors import JsonPath, Problem, show
 from renderer.manifest import Manifest
 
 MULTIKUEUE_MANAGER: Final = "kueue.x-k8s.io/multikueue"
+
+
+class Unchecked(dict[str, Any]):
+    """A part of a document that failed its schema: the rules skip it, its name stays visible.
+
+    The compiler puts these in place of worker groups with schema errors, so that the rules
+    still check every other group of the document in the same run (issue 16).
+    """
 
 
 def gate_hint(gate: str) -> str:

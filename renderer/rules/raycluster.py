@@ -19,7 +19,7 @@ from renderer.goformat import go_list, go_quote
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
 from renderer.options import RenderOptions
-from renderer.rules import common, versions
+from renderer.rules import common, limits, versions
 from renderer.rules.common import as_dict, as_list, as_text, gate_hint
 
 MAX_RAYCLUSTER_NAME: Final = 53  # keeps `<name>-serve-svc` within 63 characters
@@ -102,6 +102,7 @@ class _Check:
         return [
             ((*self.at, "workerGroupSpecs", index), as_dict(group))
             for index, group in enumerate(as_list(self.spec.get("workerGroupSpecs")))
+            if not isinstance(group, common.Unchecked)  # a group the schema refused
         ]
 
     @property
@@ -168,7 +169,8 @@ def check_raycluster(
     _check_tls(check)
     _check_upgrade_strategy(check)
     _check_autoscaler_v1_restart_policy(check)
-    return problems + check.problems
+    # The renderer's own bound last, after KubeRay's rules (their order is KubeRay's).
+    return problems + check.problems + limits.check_cluster_size(spec, spec_at, options)
 
 
 def _check_group_resources(check: _Check, at: JsonPath, group: Manifest, name: str) -> None:
@@ -229,7 +231,9 @@ def _check_project_autoscaling(check: _Check) -> None:
 def _check_groups(check: _Check) -> None:
     """Rule 4 for each worker group, plus the webhook's unique-name rule."""
     seen: dict[str, int] = {}
-    for index, (at, group) in enumerate(check.groups):
+    for index, raw in enumerate(as_list(check.spec.get("workerGroupSpecs"))):
+        at: JsonPath = (*check.at, "workerGroupSpecs", index)
+        group = as_dict(raw)
         name = as_text(group.get("groupName"))
         if name in seen:
             check.add(
@@ -239,6 +243,8 @@ def _check_groups(check: _Check) -> None:
             )
         else:
             seen[name] = index
+        if isinstance(raw, common.Unchecked):
+            continue  # the schema refused the group: only its name is checked
         if not as_list(as_dict(as_dict(group.get("template")).get("spec")).get("containers")):
             check.add(
                 (*at, "template", "spec", "containers"),
@@ -745,7 +751,12 @@ def _check_network_policy(check: _Check) -> None:
     for role in ("head", "worker"):
         if policy.get(role) is not None:
             check_rules(as_dict(policy[role]), (*np_at, role), f"networkPolicy.{role}")
-    names = set()
+    # Every group's name counts, also of a group the schema refused (its other rules skip it).
+    names = {
+        as_text(group.get("groupName"))
+        for group in as_list(check.spec.get("workerGroupSpecs"))
+        if isinstance(group, common.Unchecked)
+    }
     for at, group in check.groups:
         name = as_text(group.get("groupName"))
         names.add(name)

@@ -178,3 +178,9 @@ def test_a_multi_line_key_is_double_quoted() -> None:
     out = emit.dump({"multi\nline": 1})
     assert out == '"multi\\nline": 1\n'
     assert read_both(out) == ({"multi\nline": 1}, {"multi\nline": 1})
+
+
+def test_a_line_with_a_control_character_is_not_a_literal_block() -> None:
+    text = emit.dump({"k": "line one\nbell \x07 here\n"})
+    assert "|" not in text
+    assert yaml.safe_load(text) == {"k": "line one\nbell \x07 here\n"}

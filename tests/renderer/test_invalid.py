@@ -1,4 +1,7 @@
-"""Each tests/invalid/<case>.yaml fails with exactly the stderr in <case>.txt and exit code 2."""
+"""Each tests/invalid/<case>.yaml fails with exactly the stderr in <case>.txt and exit code 2.
+
+A `<case>.args` file, when present, holds extra `kuberay render` arguments, one per line.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ def test_invalid_input_is_reported_exactly(
     case: Path, update_golden: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)
-    result = CliRunner().invoke(main, ["render", str(case.relative_to(REPO))])
+    args_file = case.with_suffix(".args")
+    extra = args_file.read_text(encoding="utf-8").split() if args_file.exists() else []
+    result = CliRunner().invoke(main, ["render", str(case.relative_to(REPO)), *extra])
     assert result.exit_code == 2, result.stderr
     assert result.stdout == ""
     assert "Traceback" not in result.stderr

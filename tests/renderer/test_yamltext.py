@@ -109,3 +109,14 @@ def test_serve_config_json_keeps_timestamps_as_written() -> None:
     assert config["data"]["serveConfigV2.json"] == (
         '{"applications":[{"at":"2001-12-14 21:59:43.10 -5","name":"a"}]}'
     )
+
+
+def test_an_alias_bomb_inside_a_string_is_refused_and_anchors_are_fine() -> None:
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    levels += [
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]"
+        for i in range(6)
+    ]
+    with pytest.raises(yamltext.AliasBombError, match="more than 1000000 values"):
+        yamltext.load("\n".join(levels))
+    assert yamltext.load("a: &x {b: 1}\nc: *x\n") == {"a": {"b": 1}, "c": {"b": 1}}

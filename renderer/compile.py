@@ -19,7 +19,7 @@ from renderer.kinds import pipeline, raycluster, rayjob, rayservice
 from renderer.manifest import Manifest
 from renderer.model.document import Document, ObjectKey
 from renderer.options import RenderOptions
-from renderer.rules.common import Unchecked
+from renderer.rules.document import Unchecked
 
 # Dependencies first, the way GitOps tools and Helm apply them; unknown kinds sort after these.
 KIND_ORDER: Final = (

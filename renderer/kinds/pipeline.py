@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 from renderer.errors import Problem, has_error
 from renderer.manifest import Manifest
 from renderer.options import RenderOptions
-from renderer.rules.common import is_managed_by_kuberay
+from renderer.rules.document import is_managed_by_kuberay
 
 M = TypeVar("M")
 Built = tuple[list[Problem], list[Manifest]]

@@ -13,7 +13,7 @@ from typing import Final
 from renderer.errors import JsonPath, Problem
 from renderer.manifest import Manifest
 from renderer.options import RenderOptions
-from renderer.rules.common import Unchecked, as_dict, as_list
+from renderer.rules.document import Unchecked, as_dict, as_list
 
 MAX_INT32: Final = 2147483647
 

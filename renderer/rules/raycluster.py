@@ -19,8 +19,8 @@ from renderer.goformat import go_list, go_quote
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
 from renderer.options import RenderOptions
-from renderer.rules import common, limits, versions
-from renderer.rules.common import as_dict, as_list, as_text, gate_hint
+from renderer.rules import document, limits, versions
+from renderer.rules.document import as_dict, as_list, as_text, gate_hint
 
 MAX_RAYCLUSTER_NAME: Final = 53  # keeps `<name>-serve-svc` within 63 characters
 
@@ -102,7 +102,7 @@ class _Check:
         return [
             ((*self.at, "workerGroupSpecs", index), as_dict(group))
             for index, group in enumerate(as_list(self.spec.get("workerGroupSpecs")))
-            if not isinstance(group, common.Unchecked)  # a group the schema refused
+            if not isinstance(group, document.Unchecked)  # a group the schema refused
         ]
 
     @property
@@ -140,7 +140,7 @@ def check_raycluster(
     standalone = creator == "RayCluster" and not base
     problems: list[Problem] = []
 
-    managed = common.check_managed_by(spec, (*spec_at, "managedBy"), "RayCluster")
+    managed = document.check_managed_by(spec, (*spec_at, "managedBy"), "RayCluster")
     if managed is not None and (standalone or managed.severity == "error"):
         if standalone:
             return [managed]
@@ -155,7 +155,7 @@ def check_raycluster(
             )
         )
     if standalone:
-        problems.extend(common.check_object_name(doc, "RayCluster", MAX_RAYCLUSTER_NAME))
+        problems.extend(document.check_object_name(doc, "RayCluster", MAX_RAYCLUSTER_NAME))
 
     check = _Check(spec, as_dict(metadata.get("annotations")), options, creator, spec_at)
     _check_head(check)
@@ -243,7 +243,7 @@ def _check_groups(check: _Check) -> None:
             )
         else:
             seen[name] = index
-        if isinstance(raw, common.Unchecked):
+        if isinstance(raw, document.Unchecked):
             continue  # the schema refused the group: only its name is checked
         if not as_list(as_dict(as_dict(group.get("template")).get("spec")).get("containers")):
             check.add(
@@ -755,7 +755,7 @@ def _check_network_policy(check: _Check) -> None:
     names = {
         as_text(group.get("groupName"))
         for group in as_list(check.spec.get("workerGroupSpecs"))
-        if isinstance(group, common.Unchecked)
+        if isinstance(group, document.Unchecked)
     }
     for at, group in check.groups:
         name = as_text(group.get("groupName"))

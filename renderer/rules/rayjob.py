@@ -26,8 +26,8 @@ from renderer.model.rayjob import (
     runtime_env_json,
 )
 from renderer.options import RenderOptions
-from renderer.rules import common, raycluster
-from renderer.rules.common import as_dict, as_list, as_text
+from renderer.rules import document, raycluster
+from renderer.rules.document import as_dict, as_list, as_text
 from renderer.rules.versions import parse_ray_version
 
 MAX_RAYJOB_NAME: Final = raycluster.MAX_RAYCLUSTER_NAME - 6  # room for `-xxxxx`
@@ -39,10 +39,10 @@ _STRATEGY: Final[JsonPath] = ("spec", "deletionStrategy")
 def check_rayjob(doc: Manifest, options: RenderOptions) -> list[Problem]:
     """Check a RayJob that already passed the JSON Schema (CRD defaults not applied)."""
     spec = as_dict(doc.get("spec"))
-    managed = common.check_managed_by(spec, (*_SPEC, "managedBy"), "RayJob")
+    managed = document.check_managed_by(spec, (*_SPEC, "managedBy"), "RayJob")
     if managed is not None:
         return [managed]
-    problems = common.check_object_name(doc, "RayJob", MAX_RAYJOB_NAME)
+    problems = document.check_object_name(doc, "RayJob", MAX_RAYJOB_NAME)
 
     def add(path: JsonPath, message: str) -> None:
         problems.append(Problem(path, message))
@@ -175,7 +175,7 @@ def _check_deletion(spec: Manifest, options: RenderOptions) -> list[Problem]:
             Problem(
                 _STRATEGY,
                 f"{gate} feature gate must be enabled to use DeletionStrategy; "
-                f"{common.gate_hint(gate)}",
+                f"{document.gate_hint(gate)}",
             )
         )
     legacy = strategy.get("onSuccess") is not None or strategy.get("onFailure") is not None

@@ -18,8 +18,8 @@ from renderer.errors import JsonPath, Problem
 from renderer.manifest import Manifest
 from renderer.model.rayservice import RayServicePlan
 from renderer.options import RenderOptions
-from renderer.rules import common, raycluster
-from renderer.rules.common import as_dict, as_text
+from renderer.rules import document, raycluster
+from renderer.rules.document import as_dict, as_text
 from schemas.intent import ANN_PROGRESS_DEADLINE, ANN_UPGRADE_PAUSED, INCREMENTAL, UPGRADE_TYPES
 
 MAX_RAYSERVICE_NAME: Final = raycluster.MAX_RAYCLUSTER_NAME - 6  # room for `-xxxxx`
@@ -62,10 +62,10 @@ def _initializing_timeout_error(value: str) -> str | None:
 def check_rayservice(doc: Manifest, options: RenderOptions) -> list[Problem]:
     """Check a RayService that already passed the JSON Schema (CRD defaults not applied)."""
     spec = as_dict(doc.get("spec"))
-    managed = common.check_managed_by(spec, ("spec", "managedBy"), "RayService")
+    managed = document.check_managed_by(spec, ("spec", "managedBy"), "RayService")
     if managed is not None:
         return [managed]
-    problems = common.check_object_name(doc, "RayService", MAX_RAYSERVICE_NAME)
+    problems = document.check_object_name(doc, "RayService", MAX_RAYSERVICE_NAME)
     annotations = as_dict(as_dict(doc.get("metadata")).get("annotations"))
     timeout = as_text(annotations.get(_ANN_INITIALIZING_TIMEOUT))
     error = _initializing_timeout_error(timeout) if timeout else None
@@ -134,7 +134,7 @@ def _check_incremental(strategy: Manifest, options: RenderOptions) -> list[Probl
             Problem(
                 (*_STRATEGY, "type"),
                 f"{INCREMENTAL} requires the {gate} feature gate (KubeRay would silently treat "
-                f"the strategy as None); {common.gate_hint(gate)}",
+                f"the strategy as None); {document.gate_hint(gate)}",
             )
         )
     if strategy.get("clusterUpgradeOptions") is None:

@@ -20,7 +20,7 @@ from renderer.cli import main
 from renderer.errors import ManifestError, Origin
 from renderer.options import DEFAULT_MAX_OBJECTS, DEFAULT_MAX_PODS, RenderOptions
 from renderer.rules import limits
-from renderer.rules.common import Unchecked
+from renderer.rules.document import Unchecked
 from renderer.rules.raycluster import check_raycluster
 from tests.paths import GOLDEN, INVALID
 

@@ -169,9 +169,16 @@ def parse_worker_group(index: int, group: Manifest) -> WorkerGroup:
         name=str(group["groupName"]),
         spec=group,
         replicas=replicas,
-        num_of_hosts=int(group.get("numOfHosts", 1) or 1),
+        num_of_hosts=_hosts(group.get("numOfHosts")),
         suspended=group.get("suspend") is True,
     )
+
+
+def _hosts(value: object) -> int:
+    """`numOfHosts` with the CRD default 1 when absent; 0 is kept (KubeRay: replicas x 0 Pods)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 1
+    return max(value, 0)
 
 
 def parse_raycluster(

@@ -28,7 +28,7 @@ def group_pods(group: Manifest) -> tuple[int, int, int]:
     high = _count(group.get("maxReplicas"), MAX_INT32)
     raw = group.get("replicas")
     replicas = max(low, min(high, _count(raw, low)))
-    hosts = max(_count(group.get("numOfHosts"), 1), 1)
+    hosts = max(_count(group.get("numOfHosts"), 1), 0)
     if group.get("suspend") is True:
         return replicas, hosts, 0
     return replicas, hosts, replicas * hosts

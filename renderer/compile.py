@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from renderer import schemas
@@ -261,6 +262,33 @@ def _limit_objects(entries: list[_Entry], options: RenderOptions) -> bool:
     return True
 
 
+def _input_head_images(
+    documents: Sequence[Document], options: RenderOptions
+) -> dict[tuple[str, str], str]:
+    """The first head container image of every RayCluster document, by (namespace, name).
+
+    A K8sJobMode RayJob with clusterSelector takes its submitter image from the selected
+    cluster (rayjob.md §3.1.2); when that cluster is rendered in the same run, it is known.
+    """
+    heads: dict[tuple[str, str], str] = {}
+    for document in documents:
+        data = document.data
+        if not isinstance(data, dict) or data.get("kind") != "RayCluster":
+            continue
+        if str(data.get("apiVersion") or "").partition("/")[0] != RAY_GROUP:
+            continue
+        meta = data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        namespace = (meta.get("namespace") if isinstance(meta, dict) else None) or options.namespace
+        try:
+            image = data["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(name, str) and isinstance(namespace, str) and isinstance(image, str):
+            heads[(namespace, name)] = image
+    return heads
+
+
 def render(documents: Sequence[Document], options: RenderOptions | None = None) -> RenderResult:
     """Compile every document; raise ManifestError listing every problem if there is any error.
 
@@ -268,6 +296,9 @@ def render(documents: Sequence[Document], options: RenderOptions | None = None) 
     when it would exceed `options.max_objects`.
     """
     options = options or RenderOptions()
+    heads = _input_head_images(documents, options)
+    if heads:
+        options = dataclasses.replace(options, input_head_images=MappingProxyType(heads))
     entries: list[_Entry] = []
     for document in documents:
         if document.data is None:

@@ -8,6 +8,7 @@ own bounds on the work of one run (`max_pods`, `max_objects`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
@@ -55,6 +56,11 @@ class RenderOptions:
     kubernetes_version: str = "1.33"
     max_pods: int = DEFAULT_MAX_PODS
     max_objects: int = DEFAULT_MAX_OBJECTS
+    # The first head container image of each RayCluster in the same run, by (namespace, name):
+    # set by `compile.render`, read where KubeRay reads a clusterSelector's live cluster.
+    input_head_images: Mapping[tuple[str, str], str] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""

@@ -200,9 +200,15 @@ def build_submitter_job(
     if user_template is not None:
         template: Manifest = clone(user_template)
     else:
+        if plan.selector_cluster is not None:
+            # The selected cluster is in the same run (the rules refuse otherwise, §3.1.2).
+            image = options.input_head_images[(plan.namespace, plan.selector_cluster)]
+            head: Manifest = {"image": image}
+        else:
+            head = _head_container(spec)
         template = {
             "spec": {
-                "containers": [_default_submitter(_head_container(spec))],
+                "containers": [_default_submitter(head)],
                 "restartPolicy": "Never",
             }
         }

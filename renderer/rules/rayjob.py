@@ -383,7 +383,7 @@ def check_plan(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
             )
         )
     if plan.mode == K8S_JOB_MODE and not plan.suspended:
-        problems.extend(_check_submitter_template(plan))
+        problems.extend(_check_submitter_template(plan, options))
     if plan.mode == SIDECAR_MODE and options.gate("SidecarSubmitterRestart"):
         version = parse_ray_version(options.kubernetes_version)
         if version is not None and version < (1, 35, 0):
@@ -401,19 +401,21 @@ def check_plan(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     return problems
 
 
-def _check_submitter_template(plan: RayJobPlan) -> list[Problem]:
+def _check_submitter_template(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     spec = plan.spec
     template = spec.get("submitterPodTemplate")
     at: JsonPath = ("spec", "submitterPodTemplate")
     if template is None:
-        if plan.selector_cluster is not None:
+        selected = plan.selector_cluster
+        if selected is not None and (plan.namespace, selected) not in options.input_head_images:
             return [
                 Problem(
                     ("spec", "clusterSelector"),
                     "a K8sJobMode RayJob with clusterSelector needs spec.submitterPodTemplate: "
                     "KubeRay takes the submitter image from the live RayCluster "
-                    f"{plan.selector_cluster!r}, which kuberay render cannot read; set "
-                    "submitterPodTemplate (with the image) or use submissionMode HTTPMode",
+                    f"{selected!r}, which kuberay render cannot read; set "
+                    "submitterPodTemplate (with the image), render that RayCluster in the same "
+                    "run, or use submissionMode HTTPMode",
                 )
             ]
         return []

@@ -109,6 +109,16 @@ def gcs_pvc_name(cluster: str) -> str:
     return f"{cluster}-gcs-pvc"
 
 
+def default_storage_namespace(namespace: str, cluster: str) -> str:
+    """`<NS>/<C>`: the Redis storage namespace when neither option nor annotation sets one.
+
+    KubeRay uses the RayCluster's UID, which no renderer can know. A Kubernetes namespace
+    holds no `/`, so the pair is unique per cluster, and it depends on nothing in the Pod
+    templates: a changed template keeps the GCS state, as a UID does within one lifetime.
+    """
+    return f"{namespace}/{cluster}"
+
+
 def identifier(cluster: str, node_type: str) -> str:
     """The `ray.io/identifier` label value for head or worker pods."""
     return check_label(f"{cluster}-{node_type}")

@@ -199,7 +199,8 @@ def _apply_head_ft(
         namespace = options.get("externalStorageNamespace") or ""
     else:
         namespace = cluster.annotations.get(naming.ANN_STORAGE_NS, "")
-    # The rules require a namespace: KubeRay's fallback is the RayCluster UID.
+    # KubeRay's fallback is the RayCluster UID, unknown here: ours is `<NS>/<C>` (README).
+    namespace = namespace or naming.default_storage_namespace(cluster.namespace, cluster.name)
     annotations[naming.ANN_STORAGE_NS] = namespace
     _set_env(ray, "RAY_external_storage_namespace", namespace)
     if options is None:

@@ -356,14 +356,6 @@ def _check_gcs_ft(check: _Check) -> None:
                 "GcsFaultToleranceOptions is not set. Please set GcsFaultToleranceOptions to "
                 "enable GCS fault tolerance",
             )
-    elif not has_options and not as_text(check.annotations.get(ns_key)):
-        check.add(
-            (*ann_at, ft_key),
-            f"{ft_key} is true but the {ns_key} annotation is not set: KubeRay "
-            "would use the RayCluster's UID as the Redis storage namespace, which is unknown at "
-            f"render time; set the {ns_key} annotation (or replace the annotation "
-            "with gcsFaultToleranceOptions, including externalStorageNamespace)",
-        )
 
     if has_options:
         opts = as_dict(options)
@@ -401,13 +393,6 @@ def _check_gcs_ft(check: _Check) -> None:
                     (*opts_at, "storage"),
                     "cannot set GcsFaultToleranceOptions.Storage when backend is 'redis' - it "
                     "only applies to the 'rocksdb' backend",
-                )
-            if not as_text(opts.get("externalStorageNamespace")):
-                check.add(
-                    opts_at,
-                    "gcsFaultToleranceOptions.externalStorageNamespace is not set: KubeRay would "
-                    "use the RayCluster's UID as the Redis storage namespace, which is unknown at "
-                    "render time; set gcsFaultToleranceOptions.externalStorageNamespace",
                 )
 
     if as_text(params.get("redis-username")):

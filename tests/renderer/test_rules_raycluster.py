@@ -422,25 +422,11 @@ def test_redis_address_env_without_ft():
     assert run(legacy) == []
 
 
-def test_legacy_ft_annotation_needs_a_storage_namespace():
-    doc = raycluster(annotations={"ray.io/ft-enabled": "TRUE"})
-    assert run(doc) == [
-        f"error: {FT_ANN}: ray.io/ft-enabled is true but the ray.io/external-storage-namespace "
-        "annotation is not set: KubeRay would use the RayCluster's UID as the Redis storage "
-        "namespace, which is unknown at render time; set the ray.io/external-storage-namespace "
-        "annotation (or replace the annotation with gcsFaultToleranceOptions, including "
-        "externalStorageNamespace)"
-    ]
+def test_redis_ft_without_a_storage_namespace_passes_the_rules():
+    # The renderer derives `<NS>/<C>` instead of KubeRay's UID (naming.default_storage_namespace).
+    assert run(raycluster(annotations={"ray.io/ft-enabled": "TRUE"})) == []
     assert run(raycluster(annotations={"ray.io/ft-enabled": "false"})) == []
-
-
-def test_redis_options_need_a_storage_namespace():
-    doc = raycluster(gcsFaultToleranceOptions={"redisAddress": "redis:6379"})
-    assert run(doc) == [
-        f"error: {FT}: gcsFaultToleranceOptions.externalStorageNamespace is not set: KubeRay would "
-        "use the RayCluster's UID as the Redis storage namespace, which is unknown at render time; "
-        "set gcsFaultToleranceOptions.externalStorageNamespace"
-    ]
+    assert run(raycluster(gcsFaultToleranceOptions={"redisAddress": "redis:6379"})) == []
     assert run(raycluster(gcsFaultToleranceOptions=REDIS)) == []
 
 
@@ -1058,7 +1044,7 @@ def test_embedded_managed_by_invalid_value_is_the_crd_error():
 
 
 def test_embedded_annotation_problems_point_at_the_owner_metadata():
-    doc = embedded()
+    doc = embedded(gcsFaultToleranceOptions=REDIS)
     doc["metadata"]["annotations"] = {"ray.io/ft-enabled": "true"}
     problems = check_raycluster(doc, RenderOptions(), creator="RayService", base=("spec", "c"))
     assert [p.path for p in problems] == [("metadata", "annotations", "ray.io/ft-enabled")]
@@ -1138,11 +1124,6 @@ _GENERATE_NAME = (
     "error: $.metadata.generateName: generateName is not supported: kuberay render needs fixed "
     "names for GitOps; set metadata.name instead"
 )
-_STORAGE_NS = (
-    "gcsFaultToleranceOptions.externalStorageNamespace is not set: KubeRay would use the "
-    "RayCluster's UID as the Redis storage namespace, which is unknown at render time; set "
-    "gcsFaultToleranceOptions.externalStorageNamespace"
-)
 _RANDOM_TOKEN = (
     "error: $.spec.authOptions: authOptions has no secretName: KubeRay would create a Secret with "
     "a random token, which cannot live in git; create a Secret with key auth_token and set "
@@ -1157,19 +1138,6 @@ REFUSED_SAMPLES: dict[tuple[str, int], list[str]] = {
     ("ray-cluster.auth.yaml", 0): [AUTOSCALING, _RANDOM_TOKEN],
     ("ray-cluster.autoscaler-v2-overwrite-cmd.yaml", 0): [AUTOSCALING],
     ("ray-cluster.autoscaler-v2.yaml", 0): [AUTOSCALING],
-    ("ray-cluster.deprecate-gcs-ft.yaml", 0): [
-        f"error: {FT_ANN}: ray.io/ft-enabled is true but the ray.io/external-storage-namespace "
-        "annotation is not set: KubeRay would use the RayCluster's UID as the Redis storage "
-        "namespace, which is unknown at render time; set the ray.io/external-storage-namespace "
-        "annotation (or replace the annotation with gcsFaultToleranceOptions, including "
-        "externalStorageNamespace)"
-    ],
-    ("ray-cluster.external-redis-uri.yaml", 0): [f"error: {FT}: {_STORAGE_NS}"],
-    ("ray-cluster.external-redis.yaml", 0): [f"error: {FT}: {_STORAGE_NS}"],
-    ("ray-cluster.persistent-redis-sidecar.yaml", 0): [f"error: {FT}: {_STORAGE_NS}"],
-    ("ray-service.high-availability.yaml", 0): [
-        f"error: $.spec.rayClusterConfig.gcsFaultToleranceOptions: {_STORAGE_NS}"
-    ],
     ("ray-service.incremental-upgrade.yaml", 0): [
         "error: $.spec.rayClusterConfig.enableInTreeAutoscaling: autoscaling is not supported yet "
         "by kuberay render; set enableInTreeAutoscaling to false (a later release adds it)"

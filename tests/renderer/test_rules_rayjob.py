@@ -356,7 +356,11 @@ def test_cluster_rules_run_on_the_embedded_spec_with_job_creator():
 
 
 def test_cluster_rules_see_the_job_annotations():
-    doc = rayjob()
+    doc = rayjob(
+        rayClusterSpec=cluster_spec(
+            gcsFaultToleranceOptions={"redisAddress": "r:6379", "externalStorageNamespace": "n"}
+        )
+    )
     doc["metadata"]["annotations"] = {"ray.io/ft-enabled": "true"}
     assert [line.split(": ")[1] for line in run(doc)] == [
         '$.metadata.annotations["ray.io/ft-enabled"]'

@@ -36,10 +36,6 @@ REFUSED = {
     "ray-cluster.auth.yaml": "cannot live in git",
     "ray-cluster.auth.secret-ref.yaml": "autoscaling is not supported yet",
     "ray-cluster-label-selector.yaml": "autoscaling is not supported yet",
-    "ray-cluster.external-redis.yaml": "externalStorageNamespace",
-    "ray-cluster.external-redis-uri.yaml": "externalStorageNamespace",
-    "ray-cluster.persistent-redis-sidecar.yaml": "externalStorageNamespace",
-    "ray-cluster.deprecate-gcs-ft.yaml": "ray.io/external-storage-namespace",
 }
 
 

@@ -811,7 +811,6 @@ def test_render_is_deterministic():
 # Samples the renderer refuses, and the one line that says why.
 REFUSED = {
     "ray-service.incremental-upgrade.yaml": "autoscaling is not supported yet",
-    "ray-service.high-availability.yaml": "externalStorageNamespace",
 }
 
 

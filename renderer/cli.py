@@ -300,16 +300,11 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
         return
     directory = Path(str(output_dir))
     files = output.plan_directory(result.objects)
-    existing = outdir.read_existing(directory) if directory.exists() else {}
-    if existing is None:
-        if any(directory.iterdir()):
-            click.echo(
-                f"error: {directory} is not empty and was not written by kuberay render "
-                f"(no {output.MARKER} file); refusing to write into it",
-                err=True,
-            )
-            raise _ExitError(EXIT_INVALID)
-        existing = {}
+    try:
+        existing = outdir.owned_files(directory, "kuberay render")
+    except outdir.ForeignDirectoryError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise _ExitError(EXIT_INVALID) from exc
     if check or diff:
         changed = _differences(files, existing)
         if diff:

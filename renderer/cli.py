@@ -23,7 +23,7 @@ from renderer import compile as compiler
 from renderer import emit, ghformat, gitops, output, sources
 from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
-from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
+from renderer.options import BATCH_SCHEDULERS, DEFAULT_FEATURE_GATES, RenderOptions
 
 EXIT_OK: Final = 0
 EXIT_DIFFERENT: Final = 1
@@ -63,7 +63,22 @@ def _options(params: dict[str, object]) -> RenderOptions:
         login_shell=bool(params["login_shell"]),
         head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
         kubernetes_version=str(params["kubernetes_version"]),
+        batch_scheduler=_batch_scheduler(params),
+        kueue_queue=str(params.get("kueue_queue") or ""),
     )
+
+
+def _batch_scheduler(params: dict[str, object]) -> str:
+    """KubeRay's flag pair: --enable-batch-scheduler (deprecated) means volcano; not both."""
+    name = str(params.get("batch_scheduler") or "")
+    if params.get("enable_batch_scheduler"):
+        if name:
+            raise click.UsageError(
+                "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler "
+                "are set. Please use batch-scheduler only"
+            )
+        return "volcano"
+    return name
 
 
 _OPTION_DECORATORS = (
@@ -115,6 +130,22 @@ _OPTION_DECORATORS = (
         default="1.33",
         show_default=True,
         help="Kubernetes version whose OpenAPI schemas check embedded objects.",
+    ),
+    click.option(
+        "--batch-scheduler",
+        type=click.Choice(BATCH_SCHEDULERS),
+        help="KubeRay's --batch-scheduler: add the scheduler's PodGroup and pod metadata.",
+    ),
+    click.option(
+        "--enable-batch-scheduler",
+        is_flag=True,
+        help="(Deprecated in KubeRay) the same as --batch-scheduler volcano.",
+    ),
+    click.option(
+        "--kueue-queue",
+        metavar="NAME",
+        help="Kueue LocalQueue: render each cluster's pods as one Kueue plain-pod group "
+        "(a manifest's kueue.x-k8s.io/queue-name label does the same).",
     ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
     click.option(

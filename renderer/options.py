@@ -31,6 +31,10 @@ DEFAULT_FEATURE_GATES: Final = MappingProxyType(
 )
 
 
+# KubeRay v1.7's --batch-scheduler values (bs/schedulermanager.go).
+BATCH_SCHEDULERS: Final = ("volcano", "yunikorn", "scheduler-plugins", "kai-scheduler")
+
+
 def _default_gates() -> MappingProxyType[str, bool]:
     return DEFAULT_FEATURE_GATES
 
@@ -48,6 +52,10 @@ class RenderOptions:
     head_cluster_ip_service: bool = False
     kuberay_version: str = KUBERAY_VERSION
     kubernetes_version: str = "1.33"
+    # KubeRay's --batch-scheduler: "" (none), or one of BATCH_SCHEDULERS (objects/batchscheduling).
+    batch_scheduler: str = ""
+    # Kueue LocalQueue for plain-pod groups (the manifest's kueue.x-k8s.io/queue-name wins).
+    kueue_queue: str = ""
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""

@@ -1,0 +1,120 @@
+"""The batch-scheduler and Kueue refusals: combinations KubeRay v1.7 fails or cannot render.
+
+KubeRay leaves a RayJob in `Initializing`, erroring every 3 s, for RayJob + scheduler-plugins,
+RayJob K8sJobMode + KAI and RayJob `clusterSelector` + Volcano; YuniKorn's gang mode would
+dereference the selected job's missing cluster spec (reference batch-schedulers.md §0.4,
+§5.2). The renderer refuses each with one line that names the combination. Also: Volcano's
+network-topology tier must be an integer, KAI without a queue label stays pending (a
+warning), and a Kueue pod group's name must be a DNS-1123 subdomain. Pure: `Problem`s out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from renderer import k8snames
+from renderer.errors import Problem
+from renderer.model import schedulers as bs
+from renderer.model.rayjob import K8S_JOB_MODE, RayJobPlan
+from renderer.options import RenderOptions
+
+
+def _labels_path(key: str) -> tuple[str, ...]:
+    return ("metadata", "labels", key)
+
+
+def check_parent(labels: Mapping[str, str], options: RenderOptions) -> list[Problem]:
+    """Rules on the labels KubeRay's plugins read from a RayCluster or RayJob."""
+    problems: list[Problem] = []
+    scheduler = options.batch_scheduler
+    if scheduler == bs.VOLCANO and bs.VOLCANO_TOPOLOGY_MODE_LABEL in labels:
+        tier = labels.get(bs.VOLCANO_TOPOLOGY_TIER_LABEL)
+        if tier is not None:
+            try:
+                int(str(tier), 10)
+            except ValueError:
+                problems.append(
+                    Problem(
+                        _labels_path(bs.VOLCANO_TOPOLOGY_TIER_LABEL),
+                        f"{bs.VOLCANO_TOPOLOGY_TIER_LABEL} must be an integer under "
+                        f"--batch-scheduler volcano, got {tier!r} (KubeRay does not create "
+                        "the PodGroup)",
+                    )
+                )
+    if scheduler == bs.KAI and not labels.get(bs.KAI_QUEUE_LABEL):
+        problems.append(
+            Problem(
+                ("metadata", "labels"),
+                f"--batch-scheduler kai-scheduler: no {bs.KAI_QUEUE_LABEL} label, so the pods "
+                "stay pending (KubeRay: Queue label missing from parent)",
+                "warning",
+            )
+        )
+    return problems
+
+
+def check_kueue(labels: Mapping[str, str], group: str, options: RenderOptions) -> list[Problem]:
+    """Kueue's plain-pod-group rules: the group name becomes the Workload's name."""
+    if not bs.kueue_queue(labels, options):
+        return []
+    errors = k8snames.dns1123_subdomain_errors(group)
+    if not errors:
+        return []
+    return [
+        Problem(
+            ("metadata", "name"),
+            f"Kueue pod group name {group!r} is not a DNS-1123 subdomain: {errors[0]}",
+        )
+    ]
+
+
+def check_rayjob(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
+    """The RayJob combinations KubeRay v1.7 fails, refused with the scheduler named."""
+    problems = check_parent(plan.labels, options)
+    problems.extend(check_kueue(plan.labels, plan.cluster_name, options))
+    scheduler = options.batch_scheduler
+    if not scheduler or plan.suspended:
+        return problems
+    selector = plan.spec.get("rayClusterSpec") is None
+    if scheduler == bs.SCHEDULER_PLUGINS:
+        problems.append(
+            Problem(
+                ("kind",),
+                "--batch-scheduler scheduler-plugins does not support RayJob: KubeRay v1.7 "
+                'fails it with "currently only RayCluster is supported, got *v1.RayJob"; '
+                "render the cluster as a RayCluster, or use volcano or yunikorn",
+            )
+        )
+    elif scheduler == bs.KAI and plan.mode == K8S_JOB_MODE:
+        problems.append(
+            Problem(
+                ("spec", "submissionMode"),
+                "--batch-scheduler kai-scheduler does not support RayJob with K8sJobMode: the "
+                "submitter pod is created after RayCluster is ready, preventing proper gang "
+                "scheduling; use SidecarMode or HTTPMode",
+            )
+        )
+    elif scheduler == bs.VOLCANO and selector:
+        problems.append(
+            Problem(
+                ("spec", "clusterSelector"),
+                f"--batch-scheduler volcano: gang scheduling does not support RayJob "
+                f"{plan.namespace}/{plan.name} referencing an existing RayCluster "
+                "(clusterSelector)",
+            )
+        )
+    elif (
+        scheduler == bs.YUNIKORN
+        and selector
+        and bs.GANG_KEY in plan.labels
+        and not plan.annotations.get(bs.YUNIKORN_TASK_GROUPS)
+    ):
+        problems.append(
+            Problem(
+                ("spec", "clusterSelector"),
+                f"--batch-scheduler yunikorn with {bs.GANG_KEY}: a RayJob with clusterSelector "
+                f"has no cluster spec to build task groups from (KubeRay would crash); set "
+                f"{bs.YUNIKORN_TASK_GROUPS} on the RayJob or drop the gang label",
+            )
+        )
+    return problems

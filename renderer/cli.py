@@ -65,7 +65,15 @@ def _options(params: dict[str, object]) -> RenderOptions:
         kubernetes_version=str(params["kubernetes_version"]),
         batch_scheduler=_batch_scheduler(params),
         kueue_queue=str(params.get("kueue_queue") or ""),
+        kai_podgroups=_kai_podgroups(params),
     )
+
+
+def _kai_podgroups(params: dict[str, object]) -> bool:
+    wanted = bool(params.get("kai_podgroups"))
+    if wanted and params.get("batch_scheduler") != "kai-scheduler":
+        raise click.UsageError("--kai-podgroups needs --batch-scheduler kai-scheduler")
+    return wanted
 
 
 def _batch_scheduler(params: dict[str, object]) -> str:
@@ -140,6 +148,12 @@ _OPTION_DECORATORS = (
         "--enable-batch-scheduler",
         is_flag=True,
         help="(Deprecated in KubeRay) the same as --batch-scheduler volcano.",
+    ),
+    click.option(
+        "--kai-podgroups",
+        is_flag=True,
+        help="Beyond KubeRay: emit a KAI PodGroup per cluster, since KAI's podgrouper cannot "
+        "gang owner-less pods.",
     ),
     click.option(
         "--kueue-queue",

@@ -56,6 +56,9 @@ class RenderOptions:
     batch_scheduler: str = ""
     # Kueue LocalQueue for plain-pod groups (the manifest's kueue.x-k8s.io/queue-name wins).
     kueue_queue: str = ""
+    # Beyond KubeRay: a scheduling.run.ai/v2alpha2 PodGroup under kai-scheduler (owner-less
+    # pods get no gang from KAI's podgrouper, batch-schedulers.md §2.4).
+    kai_podgroups: bool = False
 
     def gate(self, name: str) -> bool:
         """Whether feature gate `name` is on."""

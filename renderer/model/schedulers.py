@@ -40,6 +40,9 @@ PLUGINS_SCHEDULER_NAME: Final = "scheduler-plugins-scheduler"
 PLUGINS_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 
 KAI_QUEUE_LABEL: Final = "kai.scheduler/queue"
+KAI_API: Final = "scheduling.run.ai/v2alpha2"
+KAI_POD_GROUP_ANNOTATION: Final = "pod-group-name"
+KAI_SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
 
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"

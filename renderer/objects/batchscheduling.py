@@ -34,7 +34,10 @@ from renderer.model.schedulers import (
     GANG_KEY,
     HEAD_GROUP,
     KAI,
+    KAI_API,
+    KAI_POD_GROUP_ANNOTATION,
     KAI_QUEUE_LABEL,
+    KAI_SUBGROUP_LABEL,
     KUEUE_GROUP_LABEL,
     KUEUE_PRIORITY_LABEL,
     KUEUE_QUEUE_LABEL,
@@ -290,6 +293,56 @@ def build_plugins_pod_group(cluster: RayCluster, labels: Mapping[str, str]) -> M
     }
 
 
+def kai_pod_group_name(cluster: str) -> str:
+    """`pg-<cluster>`: KAI's podgrouper prefix, without the owner UID rendered pods lack."""
+    return f"pg-{cluster}"
+
+
+def build_kai_pod_group(cluster: RayCluster, labels: Mapping[str, str]) -> Manifest:
+    """Beyond KubeRay: the PodGroup KAI's ray grouper would compute from the CR (§2.4).
+
+    `minMember` = 1 + each group's (`minReplicas` if > 0, else `replicas`) x `numOfHosts`,
+    with sub-groups `headgroup` and one per worker group. Suspended groups are left out:
+    their pods are not rendered, so counting them (as KAI's `suspended` quirk would) could
+    never be satisfied.
+    """
+    sub_groups: list[Manifest] = [{"name": HEAD_GROUP, "minMember": 1}]
+    for group in cluster.spec.get("workerGroupSpecs") or []:
+        if group.get("suspend") is True:
+            continue
+        per_replica = _min_replicas(group) or _raw_replicas(group)
+        sub_groups.append(
+            {"name": str(group["groupName"]), "minMember": per_replica * _hosts(group)}
+        )
+    spec: Manifest = {
+        "minMember": sum(int(g["minMember"]) for g in sub_groups),
+        "subGroups": sub_groups,
+    }
+    if cluster.labels.get(KAI_QUEUE_LABEL):
+        spec["queue"] = cluster.labels[KAI_QUEUE_LABEL]
+    if cluster.labels.get(PRIORITY_CLASS_LABEL):
+        spec["priorityClassName"] = cluster.labels[PRIORITY_CLASS_LABEL]
+    return {
+        "apiVersion": KAI_API,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": kai_pod_group_name(cluster.name),
+            "namespace": cluster.namespace,
+            "labels": dict(labels),
+        },
+        "spec": spec,
+    }
+
+
+def _add_kai_group(cluster: RayCluster, pods: list[tuple[Manifest, str]]) -> None:
+    for pod, group in pods:
+        meta = pod["metadata"]
+        meta.setdefault("annotations", {})[KAI_POD_GROUP_ANNOTATION] = kai_pod_group_name(
+            cluster.name
+        )
+        meta["labels"][KAI_SUBGROUP_LABEL] = group
+
+
 def add_pod_metadata(
     scheduler: str, parent: Parent, pod: Manifest, group: str, *, volcano_group: str = ""
 ) -> None:
@@ -397,6 +450,9 @@ def apply_to_cluster(
             )
         elif scheduler == SCHEDULER_PLUGINS and _gangs(parent):
             extra.append(build_plugins_pod_group(cluster, cluster.source_labels))
+        elif scheduler == KAI and options.kai_podgroups:
+            extra.append(build_kai_pod_group(cluster, cluster.source_labels))
+            _add_kai_group(cluster, pods)
         for pod, group in pods:
             add_pod_metadata(scheduler, parent, pod, group, volcano_group=group_name)
     queue = kueue_queue(cluster.labels, options)
@@ -498,6 +554,10 @@ def apply_to_job(
                 cluster.annotations,
                 task_groups=cluster_groups,
             )
+            if scheduler == KAI and options.kai_podgroups:
+                # The submitter (SidecarMode: a head container; K8sJobMode is refused) stays out.
+                extra.append(build_kai_pod_group(cluster, plan.source_labels))
+                _add_kai_group(cluster, pods)
             for pod, group in pods:
                 add_pod_metadata(scheduler, cluster_parent, pod, group, volcano_group=group_name)
         if submitter is not None:

@@ -446,3 +446,44 @@ def test_pod_resources_requests_win_and_the_first_format_stays() -> None:
     }
     # 1Gi + 1e6 bytes is not a whole Mi: Go prints the BinarySI sum with the bytes suffix "".
     assert resource_list(pod_resources(spec)) == {"cpu": "2500m", "memory": "1074741824"}
+
+
+def test_kai_pod_groups_are_opt_in_and_name_every_pod() -> None:
+    labels = '"kai.scheduler/queue": team'
+    plain = render(_cluster(labels=labels), batch_scheduler="kai-scheduler")
+    assert not kinds(plain, "PodGroup")
+    objects = render(_cluster(labels=labels), batch_scheduler="kai-scheduler", kai_podgroups=True)
+    group = pod_group(objects)
+    assert group["apiVersion"] == "scheduling.run.ai/v2alpha2"
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["queue"] == "team"
+    assert set(group["spec"]) == {"minMember", "queue", "subGroups"}
+    subgroups = {g["name"]: g["minMember"] for g in group["spec"]["subGroups"]}
+    assert subgroups == {"headgroup": 1, "workers": 2}
+    for pod in pods(objects):
+        assert pod["metadata"]["annotations"][bs.KAI_POD_GROUP_ANNOTATION] == "pg-vc"
+        assert pod["metadata"]["labels"][bs.KAI_SUBGROUP_LABEL] in subgroups
+        assert "ownerReferences" not in pod["metadata"]  # what KAI's orphan rule needs
+
+
+def test_kueue_marks_rayservice_generations_as_serving() -> None:
+    text = f"""
+apiVersion: ray.io/v1
+kind: RayService
+metadata:
+  name: svc
+  labels: {{"kueue.x-k8s.io/queue-name": serve-q}}
+spec:
+  serveConfigV2: |
+    applications: []
+  rayClusterConfig:
+    headGroupSpec:
+      template:
+        spec:{POD_256.format(name="ray-head")}
+"""
+    members = pods(render(text))
+    assert len(members) == 1
+    meta = members[0]["metadata"]
+    assert meta["annotations"][bs.KUEUE_SERVING] == "true"
+    assert meta["annotations"][bs.KUEUE_TOTAL_COUNT] == "1"
+    assert meta["labels"][bs.KUEUE_GROUP_LABEL] == meta["labels"]["ray.io/cluster"]

@@ -20,7 +20,7 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, ghformat, gitops, output, sources
+from renderer import emit, ghformat, gitops, k8snames, output, sources
 from renderer.build import syncer as syncer_build
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import BATCH_SCHEDULERS, DEFAULT_FEATURE_GATES, RenderOptions
@@ -64,9 +64,17 @@ def _options(params: dict[str, object]) -> RenderOptions:
         head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
         kubernetes_version=str(params["kubernetes_version"]),
         batch_scheduler=_batch_scheduler(params),
-        kueue_queue=str(params.get("kueue_queue") or ""),
+        kueue_queue=_kueue_queue(params),
         kai_podgroups=_kai_podgroups(params),
     )
+
+
+def _kueue_queue(params: dict[str, object]) -> str:
+    queue = str(params.get("kueue_queue") or "")
+    errors = k8snames.dns1123_subdomain_errors(queue) if queue else []
+    if errors:
+        raise click.BadParameter(f"{queue!r} cannot name a LocalQueue: {errors[0]}")
+    return queue
 
 
 def _kai_podgroups(params: dict[str, object]) -> bool:

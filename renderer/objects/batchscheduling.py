@@ -11,7 +11,8 @@ other build step, the way KubeRay's `AddMetadataToChildResource` runs after the 
   the task-groups JSON as Go's `json.Marshal` writes it;
 - scheduler-plugins: with the gang key a `scheduling.x-k8s.io/v1alpha1` PodGroup `<C>` and
   the pod-group label; `schedulerName` always;
-- kai-scheduler: `schedulerName` and the queue label (KAI's podgrouper needs the CR, §2.4);
+- kai-scheduler: `schedulerName` and the queue label (KAI's podgrouper needs the CR, §2.4),
+  and with `kai_podgroups` (beyond KubeRay) a `scheduling.run.ai/v2alpha2` PodGroup;
 - Kueue: the queue, group-name and total-count metadata on every pod of the gang.
 
 Resource sums follow apimachinery: per container requests, then limits for the keys with

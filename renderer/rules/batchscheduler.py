@@ -5,7 +5,7 @@ RayJob K8sJobMode + KAI and RayJob `clusterSelector` + Volcano; YuniKorn's gang 
 dereference the selected job's missing cluster spec (reference batch-schedulers.md §0.4,
 §5.2). The renderer refuses each with one line that names the combination. Also: Volcano's
 network-topology tier must be an integer, KAI without a queue label stays pending (a
-warning), and a Kueue pod group's name must be a DNS-1123 subdomain. Pure: `Problem`s out.
+warning), and a Kueue queue must be able to name a LocalQueue. Pure: `Problem`s out.
 """
 
 from __future__ import annotations
@@ -53,25 +53,32 @@ def check_parent(labels: Mapping[str, str], options: RenderOptions) -> list[Prob
     return problems
 
 
-def check_kueue(labels: Mapping[str, str], group: str, options: RenderOptions) -> list[Problem]:
-    """Kueue's plain-pod-group rules: the group name becomes the Workload's name."""
-    if not bs.kueue_queue(labels, options):
+def check_kueue(labels: Mapping[str, str], options: RenderOptions) -> list[Problem]:
+    """Kueue's plain-pod-group names: the queue must be able to name a LocalQueue.
+
+    The group name (the cluster's, which becomes the Workload's) needs no check of its own:
+    KubeRay's name rule already requires a DNS-1035 label, which is a DNS-1123 subdomain.
+    """
+    queue = bs.kueue_queue(labels, options)
+    if not queue:
         return []
-    errors = k8snames.dns1123_subdomain_errors(group)
-    if not errors:
-        return []
-    return [
-        Problem(
-            ("metadata", "name"),
-            f"Kueue pod group name {group!r} is not a DNS-1123 subdomain: {errors[0]}",
+    problems: list[Problem] = []
+    errors = k8snames.dns1123_subdomain_errors(queue)
+    if errors:
+        from_label = bool(labels.get(bs.KUEUE_QUEUE_LABEL))
+        problems.append(
+            Problem(
+                _labels_path(bs.KUEUE_QUEUE_LABEL) if from_label else ("metadata",),
+                f"Kueue queue {queue!r} cannot name a LocalQueue: {errors[0]}",
+            )
         )
-    ]
+    return problems
 
 
 def check_rayjob(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     """The RayJob combinations KubeRay v1.7 fails, refused with the scheduler named."""
     problems = check_parent(plan.labels, options)
-    problems.extend(check_kueue(plan.labels, plan.cluster_name, options))
+    problems.extend(check_kueue(plan.labels, options))
     scheduler = options.batch_scheduler
     if not scheduler or plan.suspended:
         return problems

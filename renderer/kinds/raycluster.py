@@ -39,7 +39,7 @@ def check_model(cluster: RayCluster, options: RenderOptions) -> list[Problem]:
     return (
         rules.check_parsed_cluster(cluster)
         + batch_rules.check_parent(cluster.labels, options)
-        + batch_rules.check_kueue(cluster.labels, options)
+        + batch_rules.check_kueue(cluster.labels, options, cluster.spec)
     )
 
 

@@ -47,7 +47,9 @@ def check_model(service: RayServicePlan, options: RenderOptions) -> list[Problem
     return (
         rules.check_plan(service)
         + batch_rules.check_parent(labels, options)
-        + batch_rules.check_kueue(labels, options)
+        + batch_rules.check_kueue(
+            labels, options, service.cluster.spec, spec_path=("spec", "rayClusterConfig")
+        )
     )
 
 

@@ -50,6 +50,8 @@ KUEUE_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 KUEUE_SERVING: Final = "kueue.x-k8s.io/pod-group-serving"
 KUEUE_GATE: Final = "kueue.x-k8s.io/admission"
+# Kueue's MaxPodSets: at most this many pod shapes (roles) in one Workload.
+KUEUE_MAX_POD_SETS: Final = 18
 
 
 def kueue_queue(labels: Mapping[str, str], options: RenderOptions) -> str:

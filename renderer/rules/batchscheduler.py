@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from renderer import k8snames
-from renderer.errors import Problem
+from renderer.errors import JsonPath, Problem
+from renderer.manifest import Manifest
 from renderer.model import schedulers as bs
 from renderer.model.rayjob import K8S_JOB_MODE, RayJobPlan
 from renderer.options import RenderOptions
@@ -53,7 +54,14 @@ def check_parent(labels: Mapping[str, str], options: RenderOptions) -> list[Prob
     return problems
 
 
-def check_kueue(labels: Mapping[str, str], options: RenderOptions) -> list[Problem]:
+def check_kueue(
+    labels: Mapping[str, str],
+    options: RenderOptions,
+    cluster_spec: Manifest | None = None,
+    *,
+    submitter: bool = False,
+    spec_path: JsonPath = ("spec",),
+) -> list[Problem]:
     """Kueue's plain-pod-group names: the queue must be able to name a LocalQueue.
 
     The group name (the cluster's, which becomes the Workload's) needs no check of its own:
@@ -72,13 +80,46 @@ def check_kueue(labels: Mapping[str, str], options: RenderOptions) -> list[Probl
                 f"Kueue queue {queue!r} cannot name a LocalQueue: {errors[0]}",
             )
         )
+    groups = len((cluster_spec or {}).get("workerGroupSpecs") or [])
+    roles = 1 + groups + (1 if submitter else 0)
+    if roles > bs.KUEUE_MAX_POD_SETS:
+        problems.append(
+            Problem(
+                (*spec_path, "workerGroupSpecs"),
+                f"Kueue admits at most {bs.KUEUE_MAX_POD_SETS} pod shapes per group; this "
+                f"cluster may have {roles} (head, {groups} worker groups"
+                f"{', submitter' if submitter else ''}) unless some groups share a pod shape",
+                "warning",
+            )
+        )
     return problems
 
 
 def check_rayjob(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     """The RayJob combinations KubeRay v1.7 fails, refused with the scheduler named."""
     problems = check_parent(plan.labels, options)
-    problems.extend(check_kueue(plan.labels, options))
+    problems.extend(
+        check_kueue(
+            plan.labels,
+            options,
+            plan.spec.get("rayClusterSpec"),
+            submitter=plan.mode == K8S_JOB_MODE,
+            spec_path=("spec", "rayClusterSpec"),
+        )
+    )
+    if (
+        bs.kueue_queue(plan.labels, options)
+        and plan.renders_cluster
+        and plan.spec.get("shutdownAfterJobFinishes") is not True
+    ):
+        problems.append(
+            Problem(
+                ("spec",),
+                "Kueue: without shutdownAfterJobFinishes the cluster pods keep running after "
+                "the job ends, so the group never finishes and holds its quota",
+                "warning",
+            )
+        )
     scheduler = options.batch_scheduler
     if not scheduler or plan.suspended:
         return problems

@@ -487,3 +487,25 @@ spec:
     assert meta["annotations"][bs.KUEUE_SERVING] == "true"
     assert meta["annotations"][bs.KUEUE_TOTAL_COUNT] == "1"
     assert meta["labels"][bs.KUEUE_GROUP_LABEL] == meta["labels"]["ray.io/cluster"]
+
+
+def _warnings(text: str, **options: Any) -> list[str]:
+    documents, _ = sources.parse_text(text, "test.yaml")
+    result = compiler.render(documents, RenderOptions(**options))
+    return [w.format() for w in result.warnings]
+
+
+def test_kueue_warns_about_a_job_that_never_releases_its_quota() -> None:
+    keeps = _job("HTTPMode").replace("  shutdownAfterJobFinishes: true\n", "")
+    assert any("shutdownAfterJobFinishes" in w for w in _warnings(keeps, kueue_queue="lq"))
+    assert not _warnings(_job("HTTPMode"), kueue_queue="lq")
+    assert not _warnings(keeps)  # no queue: not Kueue's business
+
+
+def test_kueue_warns_beyond_eighteen_pod_shapes() -> None:
+    group = _cluster().split("  workerGroupSpecs:\n")[1]
+    many = _cluster().split("  workerGroupSpecs:\n")[0] + "  workerGroupSpecs:\n"
+    many += "".join(group.replace("workers", f"w{i}") for i in range(17))
+    assert not _warnings(many, kueue_queue="lq")  # head + 17 groups = 18
+    more = many + group.replace("workers", "w17")
+    assert any("at most 18 pod shapes" in w for w in _warnings(more, kueue_queue="lq"))

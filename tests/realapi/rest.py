@@ -51,9 +51,9 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None, name: str | None = None) -> str:
-        """The collection path, or an object's path when `name` is given."""
+        """The collection path (all namespaces when `namespace` is None), or an object's."""
         base = self.prefix
-        if self.namespaced:
+        if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
         base += f"/{self.plural}"
         return f"{base}/{name}" if name else base

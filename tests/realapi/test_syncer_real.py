@@ -33,7 +33,7 @@ from tests.realapi.syncerd import SyncerProcess
 GATE = "kuberay.io/cluster-ready"
 SHUTDOWN = "kuberay.io/shutdown-requested"
 _SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.cluster\.local:\d+")
-_JOB_TIMEOUT_S = 180.0
+_JOB_TIMEOUT_S = float(os.environ.get("REALAPI_JOB_TIMEOUT_S", "180"))
 
 JOB = """
 apiVersion: ray.io/v1
@@ -123,10 +123,26 @@ class Rig:
             found: Manifest = wait_until(probe, f"{name} {deployment}")
         except AssertionError as exc:
             raise AssertionError(
-                f"{exc}; status now {self.status(name)}\nsyncer log:\n"
-                f"{self.syncer.log_text()[-3000:]}"
+                f"{exc}; status now {self.status(name)}\n{self.diagnosis()}"
             ) from None
         return found
+
+    def diagnosis(self) -> str:
+        """Pods, their processes' output, kubelet errors and the syncer's log."""
+        lines = []
+        for pod in self.rest.list("v1", "Pod", self.namespace):
+            meta, status = pod["metadata"], pod.get("status") or {}
+            lines.append(
+                f"pod {meta['name']}: node={pod['spec'].get('nodeName')} "
+                f"gates={_gates(pod)} phase={status.get('phase')} "
+                f"annotations={sorted(meta.get('annotations') or {})}"
+            )
+            output = self.real.kubelet.log_of(self.namespace, meta["name"])
+            if output:
+                lines.append(f"  output: {output[-1500:]}")
+        lines.append(f"kubelet errors: {self.real.kubelet.errors[-5:]}")
+        lines.append(f"syncer log:\n{self.syncer.log_text()[-3000:]}")
+        return "\n".join(lines)
 
     def forbidden(self) -> list[str]:
         """Log lines of the syncer that mention a 403."""
@@ -291,21 +307,25 @@ def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_su
         "the shutdown annotations",
         timeout=60,
     )
-    # The status ConfigMap belongs to the Job: the real garbage collector removes it with it.
+    # The status ConfigMap belongs to its anchor, the Job (DESIGN: owned by the anchor).
     status_cm = rig.rest.get("v1", "ConfigMap", rig.namespace, "rj-ok-kuberay-status")
     (owner,) = status_cm["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "rj-ok", job["metadata"]["uid"])
+    # Deleting the Job: the real garbage collector removes its pod (after the Job
+    # controller drops its tracking finalizer), and the syncer moves the status record to
+    # the next anchor, the head pod, so the collector does not take it too.
     rig.rest.delete(
         f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/rj-ok", propagationPolicy="Background"
     )
-    wait_until(
-        lambda: (
-            rig.rest.get_or_none("v1", "ConfigMap", rig.namespace, "rj-ok-kuberay-status") is None
-            and not rig.job_pods("rj-ok")
-        ),
-        "garbage collection of the status ConfigMap and the submitter pod",
-        timeout=90,
-    )
+    wait_until(lambda: not rig.job_pods("rj-ok"), "garbage collection of the pod", timeout=90)
+    head = rig.pod(derived["headPodName"])
+
+    def owned_by_head() -> bool:
+        found = rig.rest.get_or_none("v1", "ConfigMap", rig.namespace, "rj-ok-kuberay-status")
+        refs = (found or {}).get("metadata", {}).get("ownerReferences") or []
+        return [(r["kind"], r["uid"]) for r in refs] == [("Pod", head["metadata"]["uid"])]
+
+    wait_until(owned_by_head, "the status ConfigMap owned by the head pod", timeout=60)
     assert rig.forbidden() == []
 
 

@@ -9,6 +9,7 @@ XPASS, which fails, so the marker goes with the fix.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -346,3 +347,79 @@ def test_a_deleted_namespace_stays_terminating_while_an_object_is_held(pair: Pai
             except RestError as exc:
                 if exc.status not in (404, 422):
                     raise
+
+
+# ---- found by running tests/fakeapi/test_server.py with KUBECONFIG at the real server ---
+
+
+@known_difference(
+    "fake: a strategic merge of a keyed list appends the patch's new items "
+    "(real: they come first, e.g. Service ports [metrics, http])",
+)
+def test_strategic_merge_order_of_new_keyed_list_items(pair: Pair) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "svc"},
+        "spec": {"selector": {"app": "x"}, "ports": [{"name": "http", "port": 80}]},
+    }
+    pair.both(lambda r: r.create(service, pair.namespace))
+    patch = {"spec": {"ports": [{"name": "metrics", "port": 8080}]}}
+    fake, real = pair.both(
+        lambda r: [
+            p["name"]
+            for p in r.patch(
+                f"/api/v1/namespaces/{pair.namespace}/services/svc", patch, kind="strategic"
+            )["spec"]["ports"]
+        ]
+    )
+    assert real == ["metrics", "http"]
+    same(fake, real, "port order after the strategic merge")
+
+
+@known_difference(
+    "fake: a new namespace has no ConfigMaps (real: the root-ca-cert-publisher controller "
+    "puts kube-root-ca.crt in every namespace, so 'list is empty' never holds)",
+)
+def test_every_namespace_gets_the_kube_root_ca_configmap(pair: Pair, real: Real) -> None:
+    def names(rest: Rest) -> list[str]:
+        return sorted(c["metadata"]["name"] for c in rest.list("v1", "ConfigMap", pair.namespace))
+
+    deadline = time.monotonic() + 30
+    while "kube-root-ca.crt" not in names(pair.real) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    fake, real_names = pair.both(names)
+    assert real_names == ["kube-root-ca.crt"]
+    same(fake, real_names, "ConfigMaps of a new namespace")
+
+
+@known_difference(
+    "fake: no NetworkPolicy defaulting (real: policyTypes defaults to [Ingress], so "
+    "patching it to [Ingress] is a no-op that does not bump metadata.generation)",
+)
+def test_network_policy_policy_types_default(pair: Pair) -> None:
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "np"},
+        "spec": {"podSelector": {}},
+    }
+    fake, real = pair.both(lambda r: r.create(policy, pair.namespace)["spec"].get("policyTypes"))
+    assert real == ["Ingress"]
+    same(fake, real, "defaulted policyTypes")
+
+
+@known_difference(
+    "fake: a pods/status write ignores metadata (real: labels in a pods/status patch are "
+    "applied; only spec and a few metadata fields are reset)",
+)
+def test_pod_status_patch_applies_labels(pair: Pair) -> None:
+    pair.both(lambda r: r.create(pod("st", nodeName="ghost-node"), pair.namespace))
+    body = {"metadata": {"labels": {"x": "z"}}, "status": {"phase": "Running"}}
+    fake, real = pair.both(
+        lambda r: r.patch(f"/api/v1/namespaces/{pair.namespace}/pods/st/status", body)[
+            "metadata"
+        ].get("labels")
+    )
+    assert real == {"x": "z"}
+    same(fake, real, "labels after a pods/status patch")

@@ -33,6 +33,7 @@ from tests.realapi.syncerd import SyncerProcess
 GATE = "kuberay.io/cluster-ready"
 SHUTDOWN = "kuberay.io/shutdown-requested"
 _SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.cluster\.local:\d+")
+_FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
 _JOB_TIMEOUT_S = float(os.environ.get("REALAPI_JOB_TIMEOUT_S", "180"))
 
 JOB = """
@@ -145,12 +146,18 @@ class Rig:
         return "\n".join(lines)
 
     def forbidden(self) -> list[str]:
-        """Log lines of the syncer that mention a 403."""
-        return [
-            line
-            for line in self.syncer.log_text().splitlines()
-            if "403" in line or "forbidden" in line.lower()
-        ]
+        """The syncer's log records that mention a 403 or Forbidden (timestamps aside)."""
+        found = []
+        for line in self.syncer.log_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:  # not a JSON record (a traceback, say): the whole line
+                text = line
+            else:
+                text = json.dumps({k: v for k, v in record.items() if k != "time"})
+            if _FORBIDDEN.search(text):
+                found.append(text)
+        return found
 
 
 def intent_of(objects: list[Manifest]) -> Manifest:
@@ -428,3 +435,65 @@ def test_the_rendered_role_grants_the_syncer_no_more_than_it_needs(rig: Rig) -> 
     # And the real server enforces it with the syncer's own token.
     with pytest.raises(RestError, match="403"):
         rig.sa_rest.list("v1", "Secret", ns)
+
+
+def test_active_deadline_fails_the_job_and_stops_it_on_ray(rig: Rig) -> None:
+    objects = rig.render(
+        job_manifest(
+            "rj-late",
+            'python -c "import time; time.sleep(300)"',
+            mode="HTTPMode",
+            activeDeadlineSeconds=6,
+        )
+    )
+    rig.apply(objects)
+    failed = rig.wait_status("rj-late", "Failed")
+    assert failed["reason"] == "DeadlineExceeded"
+    assert rig.forbidden() == []
+
+
+def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
+    real: Real, ray_head: RayHead, submitters: SubmitterRunner, crds: list[str], tmp_path: Path
+) -> None:
+    # ttl_mode delete: the rendered config and Role of `--ttl-mode delete`.
+    system = f"{real.namespace}-sys"
+    _, config = install_syncer(real, system, "--ttl-mode", "delete")
+    assert config["ttl_mode"] == "delete"
+    config["poll_interval_s"] = 0.5
+    token = token_for(real.rest, system, "kuberay-syncer")
+    kubeconfig = real.plane.kubeconfig_for(tmp_path / "syncer.kubeconfig", token, system)
+    syncer = SyncerProcess.start(
+        config=config,
+        kubeconfig=kubeconfig,
+        namespace=system,
+        dashboard_url=ray_head.dashboard_url,
+        workdir=tmp_path / "syncer",
+    )
+    try:
+        syncer.wait_ready()
+        rig = Rig(real, syncer, Rest(real.plane.server, token, ca=real.plane.ca), system)
+        objects = rig.render(
+            job_manifest(
+                "rj-ttl",
+                "python -c \"print('ttl')\"",
+                mode="HTTPMode",
+                shutdownAfterJobFinishes=True,
+                ttlSecondsAfterFinished=0,
+            )
+        )
+        derived = intent_of(objects)["derived"]
+        cluster_pods = [derived["headPodName"], *derived["workerPodNames"]]
+        rig.apply(objects)
+        rig.wait_status("rj-ttl", "Complete")
+        # Graceful deletion on the real server: the pods go only when the kubelet confirms.
+        wait_until(
+            lambda: all(
+                real.rest.get_or_none("v1", "Pod", real.namespace, p) is None for p in cluster_pods
+            ),
+            "the cluster pods deleted",
+            timeout=90,
+        )
+        assert rig.forbidden() == []
+    finally:
+        syncer.stop()
+        real.rest.delete(f"/api/v1/namespaces/{system}")

@@ -154,7 +154,9 @@ class Rig:
             except ValueError:  # not a JSON record (a traceback, say): the whole line
                 text = line
             else:
-                text = json.dumps({k: v for k, v in record.items() if k != "time"})
+                if isinstance(record, dict):
+                    record.pop("time", None)
+                text = json.dumps(record)
             if _FORBIDDEN.search(text):
                 found.append(text)
         return found

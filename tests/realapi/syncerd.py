@@ -29,7 +29,7 @@ REPO: Final = Path(__file__).resolve().parents[2]
 def main(argv: list[str] | None = None) -> None:
     """Run the daemon with every dashboard URL sent to `--dashboard-url`."""
     from syncer.cli import serve
-    from syncer.dashboard import HttpDashboard
+    from syncer.ray.dashboard import HttpDashboard
 
     parser = argparse.ArgumentParser(prog="python -m tests.realapi.syncerd")
     parser.add_argument("--dashboard-url", required=True)

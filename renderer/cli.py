@@ -18,9 +18,10 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, ghformat, gitops, outdir, output, sources
+from renderer import emit, ghformat, gitops, k8snames, outdir, output, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.options import (
+    BATCH_SCHEDULERS,
     DEFAULT_FEATURE_GATES,
     DEFAULT_MAX_OBJECTS,
     DEFAULT_MAX_PODS,
@@ -67,7 +68,38 @@ def _options(params: dict[str, object]) -> RenderOptions:
         kubernetes_version=str(params["kubernetes_version"]),
         max_pods=int(params["max_pods"]),  # type: ignore[call-overload]  # click IntRange: an int
         max_objects=int(params["max_objects"]),  # type: ignore[call-overload]  # click IntRange
+        batch_scheduler=_batch_scheduler(params),
+        kueue_queue=_kueue_queue(params),
+        kai_podgroups=_kai_podgroups(params),
     )
+
+
+def _kueue_queue(params: dict[str, object]) -> str:
+    queue = str(params.get("kueue_queue") or "")
+    errors = k8snames.dns1123_subdomain_errors(queue) if queue else []
+    if errors:
+        raise click.BadParameter(f"{queue!r} cannot name a LocalQueue: {errors[0]}")
+    return queue
+
+
+def _kai_podgroups(params: dict[str, object]) -> bool:
+    wanted = bool(params.get("kai_podgroups"))
+    if wanted and params.get("batch_scheduler") != "kai-scheduler":
+        raise click.UsageError("--kai-podgroups needs --batch-scheduler kai-scheduler")
+    return wanted
+
+
+def _batch_scheduler(params: dict[str, object]) -> str:
+    """KubeRay's flag pair: --enable-batch-scheduler (deprecated) means volcano; not both."""
+    name = str(params.get("batch_scheduler") or "")
+    if params.get("enable_batch_scheduler"):
+        if name:
+            raise click.UsageError(
+                "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler "
+                "are set. Please use batch-scheduler only"
+            )
+        return "volcano"
+    return name
 
 
 _OPTION_DECORATORS = (
@@ -140,6 +172,28 @@ _OPTION_DECORATORS = (
         default=sources.DEFAULT_MAX_INPUT_BYTES,
         show_default=True,
         help="Refuse an input file (or stdin) larger than this, unread.",
+    ),
+    click.option(
+        "--batch-scheduler",
+        type=click.Choice(BATCH_SCHEDULERS),
+        help="KubeRay's --batch-scheduler: add the scheduler's PodGroup and pod metadata.",
+    ),
+    click.option(
+        "--enable-batch-scheduler",
+        is_flag=True,
+        help="(Deprecated in KubeRay) the same as --batch-scheduler volcano.",
+    ),
+    click.option(
+        "--kai-podgroups",
+        is_flag=True,
+        help="Beyond KubeRay: emit a KAI PodGroup per cluster, since KAI's podgrouper cannot "
+        "gang owner-less pods.",
+    ),
+    click.option(
+        "--kueue-queue",
+        metavar="NAME",
+        help="Kueue LocalQueue: render each cluster's pods as one Kueue plain-pod group "
+        "(a manifest's kueue.x-k8s.io/queue-name label does the same).",
     ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
     click.option(
@@ -300,16 +354,11 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
         return
     directory = Path(str(output_dir))
     files = output.plan_directory(result.objects)
-    existing = outdir.read_existing(directory) if directory.exists() else {}
-    if existing is None:
-        if any(directory.iterdir()):
-            click.echo(
-                f"error: {directory} is not empty and was not written by kuberay render "
-                f"(no {output.MARKER} file); refusing to write into it",
-                err=True,
-            )
-            raise _ExitError(EXIT_INVALID)
-        existing = {}
+    try:
+        existing = outdir.owned_files(directory, "kuberay render")
+    except outdir.ForeignDirectoryError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise _ExitError(EXIT_INVALID) from exc
     if check or diff:
         changed = _differences(files, existing)
         if diff:

@@ -37,6 +37,10 @@ DEFAULT_FEATURE_GATES: Final = MappingProxyType(
 )
 
 
+# KubeRay v1.7's --batch-scheduler values (bs/schedulermanager.go).
+BATCH_SCHEDULERS: Final = ("volcano", "yunikorn", "scheduler-plugins", "kai-scheduler")
+
+
 def _default_gates() -> MappingProxyType[str, bool]:
     return DEFAULT_FEATURE_GATES
 
@@ -56,6 +60,13 @@ class RenderOptions:
     kubernetes_version: str = "1.33"
     max_pods: int = DEFAULT_MAX_PODS
     max_objects: int = DEFAULT_MAX_OBJECTS
+    # KubeRay's --batch-scheduler: "" (none), or one of BATCH_SCHEDULERS (objects/batchscheduling).
+    batch_scheduler: str = ""
+    # Kueue LocalQueue for plain-pod groups (the manifest's kueue.x-k8s.io/queue-name wins).
+    kueue_queue: str = ""
+    # Beyond KubeRay: a scheduling.run.ai/v2alpha2 PodGroup under kai-scheduler (owner-less
+    # pods get no gang from KAI's podgrouper, batch-schedulers.md §2.4).
+    kai_podgroups: bool = False
     # The first head container image of each RayCluster in the same run, by (namespace, name):
     # set by `compile.render`, read where KubeRay reads a clusterSelector's live cluster.
     input_head_images: Mapping[tuple[str, str], str] = field(

@@ -14,6 +14,27 @@ from pathlib import Path
 from renderer import output
 
 
+class ForeignDirectoryError(Exception):
+    """A non-empty output directory that holds no marker: someone else's files."""
+
+
+def owned_files(directory: Path, writer: str) -> dict[str, str]:
+    """The files of `directory` that `writer` may replace or remove (none if it is new).
+
+    Raises:
+        ForeignDirectoryError: `directory` is not empty and has no marker.
+    """
+    existing = read_existing(directory) if directory.exists() else {}
+    if existing is not None:
+        return existing
+    if any(directory.iterdir()):
+        raise ForeignDirectoryError(
+            f"{directory} is not empty and was not written by {writer} "
+            f"(no {output.MARKER} file); refusing to write into it"
+        )
+    return {}
+
+
 def read_existing(directory: Path) -> dict[str, str] | None:
     """The renderer-owned files of `directory` (None when it is not ours)."""
     marker = directory / output.MARKER

@@ -205,3 +205,48 @@ def approximate_float(value: object) -> float | None:
     except OverflowError:  # big.Float.Float64 saturates to infinity
         base = math.inf if digits > 0 else -math.inf
     return base if exponent == 0 else base * _go_pow10(exponent)
+
+
+# Go's Quantity formats, as `ParseQuantity` picks them from the suffix.
+DECIMAL_SI: Final = "DecimalSI"
+BINARY_SI: Final = "BinarySI"
+DECIMAL_EXPONENT: Final = "DecimalExponent"
+_DECIMAL_BY_EXPONENT: Final = {e: s for s, e in _DECIMAL_SUFFIX.items()}
+_BINARY_BY_POWER: Final = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def quantity_format(value: object) -> str:
+    """The Format Go's ParseQuantity gives `value`: from its suffix (`Mi` binary, `e3` exponent)."""
+    text = _text(value) or ""
+    parts = _split(text) if text else None
+    suffix = parts[4] if parts else ""
+    if suffix in _BINARY_SUFFIX:
+        return BINARY_SI
+    if suffix and suffix not in _DECIMAL_SUFFIX:
+        return DECIMAL_EXPONENT
+    return DECIMAL_SI
+
+
+def format_quantity(value: Fraction, fmt: str) -> str:
+    """`Quantity.String()` (CanonicalizeBytes): `1268m`, `968Mi`, `2k`, `1536Mi`, `1e3`.
+
+    Binary values under 1024 or with a fraction fall back to DecimalSI, as in Go; decimal
+    forms take the largest exponent (a multiple of 3, nano at least) that keeps the
+    mantissa an integer. The value is rounded up to nano first, as Go stores it.
+    """
+    nanos = math.ceil(value * 10**_NANO)
+    if nanos == 0:
+        return "0"
+    if fmt == BINARY_SI and abs(value) >= 1024 and value.denominator == 1:
+        number, power = int(value), 0
+        while power < len(_BINARY_BY_POWER) - 1 and number % 1024 == 0:
+            number //= 1024
+            power += 1
+        return f"{number}{_BINARY_BY_POWER[power]}"
+    exponent = -_NANO
+    while nanos % 1000 == 0 and (fmt == DECIMAL_EXPONENT or exponent < 18):
+        nanos //= 1000
+        exponent += 3
+    if fmt == DECIMAL_EXPONENT:
+        return f"{nanos}e{exponent}" if exponent else str(nanos)
+    return f"{nanos}{_DECIMAL_BY_EXPONENT[exponent]}"

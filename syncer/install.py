@@ -329,16 +329,11 @@ def _print_or_write(objects: list[Manifest], output_dir: str | None) -> int:
         sys.stdout.write(emit.dump_all(objects))
         return 0
     directory = Path(output_dir)
-    existing = outdir.read_existing(directory) if directory.exists() else {}
-    if existing is None:
-        if any(directory.iterdir()):
-            click.echo(
-                f"error: {directory} is not empty and was not written by kuberay "
-                f"(no {output.MARKER} file); refusing to write into it",
-                err=True,
-            )
-            return _EXIT_INVALID
-        existing = {}
+    try:
+        existing = outdir.owned_files(directory, "kuberay")
+    except outdir.ForeignDirectoryError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return _EXIT_INVALID
     outdir.write_directory(directory, output.plan_directory(objects), existing)
     return 0
 

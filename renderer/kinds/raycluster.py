@@ -10,8 +10,10 @@ from renderer.kinds.pipeline import Built, Kind
 from renderer.manifest import Manifest
 from renderer.model.document import document_namespace
 from renderer.model.raycluster import RayCluster, parse_raycluster
+from renderer.objects import batchscheduling
 from renderer.objects import cluster as cluster_objects
 from renderer.options import RenderOptions
+from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import raycluster as rules
 
 
@@ -34,12 +36,17 @@ def parse(doc: Manifest, options: RenderOptions) -> RayCluster:
 
 def check_model(cluster: RayCluster, options: RenderOptions) -> list[Problem]:
     """Problems KubeRay finds only while reconciling the cluster."""
-    return rules.check_parsed_cluster(cluster)
+    return (
+        rules.check_parsed_cluster(cluster)
+        + batch_rules.check_parent(cluster.labels, options)
+        + batch_rules.check_kueue(cluster.labels, options, cluster.spec)
+    )
 
 
 def build(cluster: RayCluster, options: RenderOptions) -> Built:
     """Services, Ingress, PVC, NetworkPolicies, PKI and Pods."""
-    return [], cluster_objects.build_cluster(cluster, options)
+    objects = cluster_objects.build_cluster(cluster, options)
+    return [], batchscheduling.apply_to_cluster(cluster, objects, options)
 
 
 def count_pods(cluster: RayCluster) -> int:

@@ -23,9 +23,10 @@ from renderer.model.rayjob import (
     job_cluster,
     parse_rayjob,
 )
+from renderer.objects import batchscheduling, intent, services, submitter, wrapper
 from renderer.objects import cluster as cluster_objects
-from renderer.objects import intent, services, submitter, wrapper
 from renderer.options import RenderOptions
+from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import raycluster as cluster_rules
 from renderer.rules import rayjob as rules
 
@@ -44,7 +45,7 @@ def parse(doc: Manifest, options: RenderOptions) -> RayJobPlan:
 
 def check_model(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     """The renderer's refusals for the job, then KubeRay's reconcile-time cluster checks."""
-    problems = rules.check_plan(plan, options)
+    problems = rules.check_plan(plan, options) + batch_rules.check_rayjob(plan, options)
     if has_error(problems) or not plan.renders_cluster:
         return problems
     return problems + cluster_rules.check_parsed_cluster(
@@ -131,6 +132,8 @@ def build(plan: RayJobPlan, options: RenderOptions) -> Built:
     submitter_job = plan.mode == K8S_JOB_MODE and not plan.suspended
     if submitter_job:
         objects.append(submitter.build_submitter_job(plan, options, dashboard_url=dashboard_url))
+    job_cluster_model = _cluster(plan, options) if rendered else None
+    objects = batchscheduling.apply_to_job(plan, job_cluster_model, objects, options)
     derived = intent.rayjob_derived(
         plan,
         rendered,

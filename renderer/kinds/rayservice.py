@@ -23,9 +23,10 @@ from renderer.errors import Problem
 from renderer.kinds.pipeline import Built, Kind
 from renderer.manifest import Manifest
 from renderer.model.rayservice import RayServicePlan, parse_rayservice, route_port
+from renderer.objects import batchscheduling, gateway, intent, serveconfig, serving
 from renderer.objects import cluster as cluster_objects
-from renderer.objects import gateway, intent, serveconfig, serving
 from renderer.options import RenderOptions
+from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import rayservice as rules
 from schemas.intent import NONE
 
@@ -42,11 +43,23 @@ def parse(doc: Manifest, options: RenderOptions) -> RayServicePlan:
 
 def check_model(service: RayServicePlan, options: RenderOptions) -> list[Problem]:
     """The checks KubeRay makes only while reconciling."""
-    return rules.check_plan(service)
+    labels = service.cluster.labels
+    return (
+        rules.check_plan(service)
+        + batch_rules.check_parent(labels, options)
+        + batch_rules.check_kueue(
+            labels, options, service.cluster.spec, spec_path=("spec", "rayClusterConfig")
+        )
+    )
 
 
 def _generation(service: RayServicePlan, options: RenderOptions) -> list[Manifest]:
-    generation = cluster_objects.build_cluster(service.cluster, options)
+    generation = batchscheduling.apply_to_cluster(
+        service.cluster,
+        cluster_objects.build_cluster(service.cluster, options),
+        options,
+        serving=True,
+    )
     generation.append(serveconfig.build_serve_config(service))
     if service.incremental:
         generation.append(serving.build_generation_serve_service(service))

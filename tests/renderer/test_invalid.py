@@ -1,10 +1,11 @@
 """Each tests/invalid/<case>.yaml fails with exactly the stderr in <case>.txt and exit code 2.
 
-A `<case>.args` file, when present, holds extra `kuberay render` arguments, one per line.
+A case may have a `<case>.args` file with extra `kuberay render` arguments (shell words).
 """
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ def test_invalid_input_is_reported_exactly(
 ) -> None:
     monkeypatch.chdir(REPO)
     args_file = case.with_suffix(".args")
-    extra = args_file.read_text(encoding="utf-8").split() if args_file.exists() else []
+    extra = shlex.split(args_file.read_text()) if args_file.exists() else []
     result = CliRunner().invoke(main, ["render", str(case.relative_to(REPO)), *extra])
     assert result.exit_code == 2, result.stderr
     assert result.stdout == ""

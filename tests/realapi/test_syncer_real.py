@@ -1,0 +1,501 @@
+"""The syncer daemon against the real control plane, under the RBAC it ships with.
+
+Each test installs what `kuberay syncer-manifests` renders (ServiceAccount, Roles,
+RoleBindings, config) in a namespace of its own, mints the ServiceAccount's token through
+the TokenRequest API and runs the `kuberay-syncer` daemon as a subprocess with only that
+token: a 403 anywhere is a bug in the rendered Role or in the code. RayJobs rendered by
+`kuberay render` are applied by a GitOps-like field manager; the real Job controller makes
+the submitter pod, the real scheduler leaves it alone while the syncer's gate is on and
+binds it afterwards, and the test kubelet runs its command for real against the session's
+Ray head (no cluster DNS: the head Service address is rewritten to the head's address).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.rayhead import RayHead
+from tests.realapi.conftest import Real, SubmitterRunner
+from tests.realapi.gitops import GITOPS_MANAGER, apply_all, render, syncer_manifests
+from tests.realapi.rest import Manifest, Rest, RestError
+from tests.realapi.syncerd import SyncerProcess
+
+GATE = "kuberay.io/cluster-ready"
+SHUTDOWN = "kuberay.io/shutdown-requested"
+_SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.cluster\.local:\d+")
+_FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
+_JOB_TIMEOUT_S = float(os.environ.get("REALAPI_JOB_TIMEOUT_S", "180"))
+
+JOB = """
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: {name}
+spec:
+  entrypoint: {entrypoint}
+  submissionMode: {mode}
+{extra}
+  rayClusterSpec:
+    rayVersion: "2.52.0"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.52.0
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.52.0
+"""
+
+
+def job_manifest(name: str, entrypoint: str, *, mode: str = "K8sJobMode", **spec: object) -> str:
+    extra = "\n".join(f"  {key}: {json.dumps(value)}" for key, value in spec.items())
+    return JOB.format(name=name, entrypoint=json.dumps(entrypoint), mode=mode, extra=extra)
+
+
+def wait_until(probe: Callable[[], Any], what: str, timeout: float = _JOB_TIMEOUT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+@dataclass
+class Rig:
+    real: Real
+    syncer: SyncerProcess
+    sa_rest: Rest
+    system_namespace: str
+
+    @property
+    def rest(self) -> Rest:
+        return self.real.rest
+
+    @property
+    def namespace(self) -> str:
+        return self.real.namespace
+
+    def render(self, manifest: str) -> list[Manifest]:
+        return render(manifest, self.namespace)
+
+    def apply(self, objects: list[Manifest], **kwargs: Any) -> None:
+        failures = apply_all(self.rest, objects, namespace=self.namespace, **kwargs)
+        assert not failures, failures
+
+    def pod(self, name: str) -> Manifest:
+        return self.rest.get("v1", "Pod", self.namespace, name)
+
+    def job_pods(self, job: str) -> list[Manifest]:
+        return self.rest.list("v1", "Pod", self.namespace, labelSelector=f"job-name={job}")
+
+    def status(self, name: str) -> Manifest:
+        cm = self.rest.get_or_none("v1", "ConfigMap", self.namespace, f"{name}-kuberay-status")
+        if cm is None:
+            return {}
+        status: Manifest = json.loads(cm["data"]["status.json"])["status"]
+        return status
+
+    def wait_status(self, name: str, deployment: str) -> Manifest:
+        def probe() -> Manifest | None:
+            status = self.status(name)
+            return status if status.get("jobDeploymentStatus") == deployment else None
+
+        try:
+            found: Manifest = wait_until(probe, f"{name} {deployment}")
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}; status now {self.status(name)}\n{self.diagnosis()}"
+            ) from None
+        return found
+
+    def diagnosis(self) -> str:
+        """Pods, their processes' output, kubelet errors and the syncer's log."""
+        lines = []
+        for pod in self.rest.list("v1", "Pod", self.namespace):
+            meta, status = pod["metadata"], pod.get("status") or {}
+            lines.append(
+                f"pod {meta['name']}: node={pod['spec'].get('nodeName')} "
+                f"gates={_gates(pod)} phase={status.get('phase')} "
+                f"annotations={sorted(meta.get('annotations') or {})}"
+            )
+            output = self.real.kubelet.log_of(self.namespace, meta["name"])
+            if output:
+                lines.append(f"  output: {output[-1500:]}")
+        lines.append(f"kubelet errors: {self.real.kubelet.errors[-5:]}")
+        lines.append(f"syncer log:\n{self.syncer.log_text()[-3000:]}")
+        return "\n".join(lines)
+
+    def forbidden(self) -> list[str]:
+        """The syncer's log records that mention a 403 or Forbidden (timestamps aside)."""
+        found = []
+        for line in self.syncer.log_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:  # not a JSON record (a traceback, say): the whole line
+                text = line
+            else:
+                if isinstance(record, dict):
+                    record.pop("time", None)
+                text = json.dumps(record)
+            if _FORBIDDEN.search(text):
+                found.append(text)
+        return found
+
+
+def intent_of(objects: list[Manifest]) -> Manifest:
+    cm = next(o for o in objects if o["metadata"]["name"].endswith("-kuberay-intent"))
+    data: Manifest = json.loads(next(iter(cm["data"].values())))
+    return data
+
+
+def token_for(rest: Rest, namespace: str, account: str) -> str:
+    """A token of `account`, from the TokenRequest API."""
+    answer = rest.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    return str(answer["status"]["token"])
+
+
+def install_syncer(real: Real, system: str, *extra: str) -> tuple[list[Manifest], Manifest]:
+    """Apply what `kuberay syncer-manifests` renders; returns the objects and the config."""
+    real.namespace_object(system)
+    objects = syncer_manifests(system, real.namespace, "--replicas", "0", *extra)
+    failures = apply_all(real.rest, objects, namespace=system)
+    assert not failures, failures
+    cm = next(o for o in objects if o["kind"] == "ConfigMap")
+    config: Manifest = json.loads(cm["data"]["config.yaml"])
+    return objects, config
+
+
+def submitter_rewrite(head_address: str) -> Callable[..., tuple[list[str], dict[str, str]] | None]:
+    """Run submitter pods (owned by a Job) for real, with the head Service resolved."""
+    bin_dir = str(Path(sys.executable).parent)
+
+    def rewrite(
+        pod: Manifest, found: tuple[list[str], dict[str, str]]
+    ) -> tuple[list[str], dict[str, str]] | None:
+        owners = pod["metadata"].get("ownerReferences") or []
+        if not any(o.get("kind") == "Job" for o in owners):
+            return None
+        argv, env = found
+        argv = [_SERVICE_ADDRESS.sub(head_address, a) for a in argv]
+        env = {k: _SERVICE_ADDRESS.sub(head_address, v) for k, v in env.items()}
+        full = {
+            **os.environ,
+            **env,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        return argv, full
+
+    return rewrite
+
+
+@pytest.fixture
+def rig(
+    real: Real,
+    ray_head: RayHead,
+    submitters: SubmitterRunner,
+    crds: list[str],
+    tmp_path: Path,
+) -> Iterator[Rig]:
+    # `crds`: the syncer watches Gateways and HTTPRoutes, so their kinds must be served.
+    system = f"{real.namespace}-sys"
+    _, config = install_syncer(real, system)
+    config["poll_interval_s"] = 0.5
+    token = token_for(real.rest, system, "kuberay-syncer")
+    kubeconfig = real.plane.kubeconfig_for(tmp_path / "syncer.kubeconfig", token, system)
+    sa_rest = Rest(real.plane.server, token, ca=real.plane.ca)
+    submitters.rewrites[real.namespace] = submitter_rewrite(
+        ray_head.dashboard_url.removeprefix("http://")
+    )
+    syncer = SyncerProcess.start(
+        config=config,
+        kubeconfig=kubeconfig,
+        namespace=system,
+        dashboard_url=ray_head.dashboard_url,
+        workdir=tmp_path / "syncer",
+    )
+    try:
+        syncer.wait_ready()
+        yield Rig(real, syncer, sa_rest, system)
+    finally:
+        syncer.stop()
+        submitters.rewrites.pop(real.namespace, None)
+        real.rest.delete(f"/api/v1/namespaces/{system}")
+
+
+def _gates(pod: Manifest) -> list[str]:
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def _condition(pod: Manifest, kind: str) -> Manifest | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind:
+            return dict(condition)
+    return None
+
+
+def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_succeeds(
+    rig: Rig,
+) -> None:
+    objects = rig.render(
+        job_manifest(
+            "rj-ok",
+            "python -c \"print('hello from the real API')\"",
+            shutdownAfterJobFinishes=True,
+            ttlSecondsAfterFinished=1,
+        )
+    )
+    derived = intent_of(objects)["derived"]
+    cluster_pods = [derived["headPodName"], *derived["workerPodNames"]]
+    # Wave 1: everything but the cluster pods, so the cluster cannot be ready yet.
+    rig.apply([o for o in objects if o["kind"] != "Pod"])
+    submitter = wait_until(lambda: next(iter(rig.job_pods("rj-ok")), None), "the submitter pod")
+    name = submitter["metadata"]["name"]
+    assert _gates(submitter) == [GATE]
+    # The real scheduler sees the gate and reports it; it binds nothing.
+    gated = wait_until(
+        lambda: _condition(rig.pod(name), "PodScheduled"), "PodScheduled from the scheduler", 60
+    )
+    assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
+    assert not rig.pod(name)["spec"].get("nodeName")
+    assert rig.status("rj-ok").get("jobDeploymentStatus") in (None, "Initializing")
+
+    # Wave 2: the cluster pods. The kubelet makes them Ready, the syncer lifts the gate.
+    rig.apply([o for o in objects if o["kind"] == "Pod"])
+    complete = rig.wait_status("rj-ok", "Complete")
+    pod = rig.pod(name)
+    assert _gates(pod) == []
+    assert pod["spec"]["nodeName"] == rig.real.kubelet.node  # bound by kube-scheduler
+    assert complete["jobStatus"] == "SUCCEEDED"
+    assert complete["jobId"] == derived["submissionId"]
+    log = rig.real.kubelet.log_of(rig.namespace, name)
+    assert "hello from the real API" in log, log
+    # The real Job controller counts the submitter pod's success.
+    job = rig.rest.get("batch/v1", "Job", rig.namespace, "rj-ok")
+    wait_until(
+        lambda: rig.rest.get("batch/v1", "Job", rig.namespace, "rj-ok")["status"].get("succeeded"),
+        "Job succeeded=1",
+        timeout=60,
+    )
+    assert job["spec"]["template"]["spec"]["schedulingGates"] == [{"name": GATE}]
+    # shutdownAfterJobFinishes + TTL 1 (ttl_mode stop): every cluster pod is asked to stop.
+    wait_until(
+        lambda: all(
+            (rig.pod(p)["metadata"].get("annotations") or {}).get(SHUTDOWN) == "true"
+            for p in cluster_pods
+        ),
+        "the shutdown annotations",
+        timeout=60,
+    )
+    # The status ConfigMap belongs to its anchor, the Job (DESIGN: owned by the anchor).
+    status_cm = rig.rest.get("v1", "ConfigMap", rig.namespace, "rj-ok-kuberay-status")
+    (owner,) = status_cm["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "rj-ok", job["metadata"]["uid"])
+    # Deleting the Job: the real garbage collector removes its pod (after the Job
+    # controller drops its tracking finalizer), and the syncer moves the status record to
+    # the next anchor, the head pod, so the collector does not take it too.
+    rig.rest.delete(
+        f"/apis/batch/v1/namespaces/{rig.namespace}/jobs/rj-ok", propagationPolicy="Background"
+    )
+    wait_until(lambda: not rig.job_pods("rj-ok"), "garbage collection of the pod", timeout=90)
+    head = rig.pod(derived["headPodName"])
+
+    def owned_by_head() -> bool:
+        found = rig.rest.get_or_none("v1", "ConfigMap", rig.namespace, "rj-ok-kuberay-status")
+        refs = (found or {}).get("metadata", {}).get("ownerReferences") or []
+        return [(r["kind"], r["uid"]) for r in refs] == [("Pod", head["metadata"]["uid"])]
+
+    wait_until(owned_by_head, "the status ConfigMap owned by the head pod", timeout=60)
+    assert rig.forbidden() == []
+
+
+def test_httpmode_job_is_submitted_by_the_syncer_itself(rig: Rig) -> None:
+    objects = rig.render(
+        job_manifest("rj-http", "python -c \"print('over http')\"", mode="HTTPMode")
+    )
+    assert not [o for o in objects if o["kind"] == "Job"]
+    rig.apply(objects)
+    complete = rig.wait_status("rj-http", "Complete")
+    assert complete["jobStatus"] == "SUCCEEDED"
+    assert rig.forbidden() == []
+
+
+def test_gitops_reapply_after_the_syncer_wrote_does_not_conflict_or_flap(rig: Rig) -> None:
+    objects = rig.render(
+        job_manifest(
+            "rj-own",
+            "python -c \"print('ownership')\"",
+            shutdownAfterJobFinishes=True,
+            ttlSecondsAfterFinished=0,
+        )
+    )
+    derived = intent_of(objects)["derived"]
+    head = derived["headPodName"]
+    rig.apply(objects)
+    rig.wait_status("rj-own", "Complete")
+    wait_until(
+        lambda: (rig.pod(head)["metadata"].get("annotations") or {}).get(SHUTDOWN) == "true",
+        "the syncer's shutdown annotation",
+        timeout=60,
+    )
+    # The GitOps tool syncs again (no force): no field-manager conflict on any object.
+    before = {
+        o["metadata"]["name"]: rig.rest.get(
+            o["apiVersion"], o["kind"], rig.namespace, o["metadata"]["name"]
+        )["metadata"]["resourceVersion"]
+        for o in objects
+    }
+    for _ in range(2):
+        failures = apply_all(rig.rest, objects, namespace=rig.namespace)
+        assert not failures, failures
+    pod = rig.pod(head)
+    # The syncer's annotation survives git's apply: git never owned it.
+    assert pod["metadata"]["annotations"][SHUTDOWN] == "true"
+    managers = {m["manager"]: m for m in pod["metadata"]["managedFields"]}
+    assert GITOPS_MANAGER in managers
+    assert "kuberay-syncer" in managers, sorted(managers)
+    # No flapping: re-applying the same git makes no write, and the syncer makes none in
+    # answer (a live object's resourceVersion changes on every write).
+    time.sleep(3)
+    after = {
+        o["metadata"]["name"]: rig.rest.get(
+            o["apiVersion"], o["kind"], rig.namespace, o["metadata"]["name"]
+        )["metadata"]["resourceVersion"]
+        for o in objects
+    }
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == set(), changed
+    assert rig.forbidden() == []
+
+
+def test_the_rendered_role_grants_the_syncer_no_more_than_it_needs(rig: Rig) -> None:
+    user = f"system:serviceaccount:{rig.system_namespace}:kuberay-syncer"
+
+    def allowed(verb: str, resource: str, namespace: str, group: str = "", sub: str = "") -> bool:
+        review = rig.rest.request(
+            "POST",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", "system:authenticated"],
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "resource": resource,
+                        "subresource": sub,
+                        "group": group,
+                        "namespace": namespace,
+                    },
+                },
+            },
+        )
+        return bool(review["status"].get("allowed"))
+
+    ns = rig.namespace
+    # What it needs in the watched namespace.
+    assert allowed("patch", "pods", ns)
+    assert allowed("watch", "jobs", ns, "batch")
+    assert allowed("create", "configmaps", ns)
+    # What it must not do: create pods (git does), read secrets (no auth Secret set),
+    # anything in a namespace it does not watch, or cluster-wide.
+    assert not allowed("create", "pods", ns)
+    assert not allowed("get", "secrets", ns)
+    assert not allowed("patch", "pods", "kube-system")
+    assert not allowed("list", "pods", "")
+    assert not allowed("create", "pods", ns, sub="exec")
+    # And the real server enforces it with the syncer's own token.
+    with pytest.raises(RestError, match="403"):
+        rig.sa_rest.list("v1", "Secret", ns)
+
+
+def test_active_deadline_fails_the_job_and_stops_it_on_ray(rig: Rig) -> None:
+    objects = rig.render(
+        job_manifest(
+            "rj-late",
+            'python -c "import time; time.sleep(300)"',
+            mode="HTTPMode",
+            activeDeadlineSeconds=6,
+        )
+    )
+    rig.apply(objects)
+    failed = rig.wait_status("rj-late", "Failed")
+    assert failed["reason"] == "DeadlineExceeded"
+    assert rig.forbidden() == []
+
+
+def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
+    real: Real, ray_head: RayHead, submitters: SubmitterRunner, crds: list[str], tmp_path: Path
+) -> None:
+    # ttl_mode delete: the rendered config and Role of `--ttl-mode delete`.
+    system = f"{real.namespace}-sys"
+    _, config = install_syncer(real, system, "--ttl-mode", "delete")
+    assert config["ttl_mode"] == "delete"
+    config["poll_interval_s"] = 0.5
+    token = token_for(real.rest, system, "kuberay-syncer")
+    kubeconfig = real.plane.kubeconfig_for(tmp_path / "syncer.kubeconfig", token, system)
+    syncer = SyncerProcess.start(
+        config=config,
+        kubeconfig=kubeconfig,
+        namespace=system,
+        dashboard_url=ray_head.dashboard_url,
+        workdir=tmp_path / "syncer",
+    )
+    try:
+        syncer.wait_ready()
+        rig = Rig(real, syncer, Rest(real.plane.server, token, ca=real.plane.ca), system)
+        objects = rig.render(
+            job_manifest(
+                "rj-ttl",
+                "python -c \"print('ttl')\"",
+                mode="HTTPMode",
+                shutdownAfterJobFinishes=True,
+                ttlSecondsAfterFinished=0,
+            )
+        )
+        derived = intent_of(objects)["derived"]
+        cluster_pods = [derived["headPodName"], *derived["workerPodNames"]]
+        rig.apply(objects)
+        rig.wait_status("rj-ttl", "Complete")
+        # Graceful deletion on the real server: the pods go only when the kubelet confirms.
+        wait_until(
+            lambda: all(
+                real.rest.get_or_none("v1", "Pod", real.namespace, p) is None for p in cluster_pods
+            ),
+            "the cluster pods deleted",
+            timeout=90,
+        )
+        assert rig.forbidden() == []
+    finally:
+        syncer.stop()
+        real.rest.delete(f"/api/v1/namespaces/{system}")

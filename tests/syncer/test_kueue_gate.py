@@ -1,0 +1,133 @@
+"""Kueue's admission gate is not the syncer's: it is kept, and readiness waits for it.
+
+A RayJob rendered with a Kueue queue runs on the fake API server with Kueue's webhook
+played by the test (every pod, the submitter's template included, gets the gate
+`kueue.x-k8s.io/admission`) and Kueue's admission played by removing that gate. While the
+cluster pods are gated they never run, so the syncer has no ready cluster and leaves the
+submitter alone; once the cluster is admitted the syncer removes only its own
+`kuberay.io/cluster-ready` gate and the submitter keeps Kueue's until Kueue admits it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from renderer import naming
+from renderer.model.schedulers import KUEUE_GATE, KUEUE_GROUP_LABEL
+from renderer.options import RenderOptions
+from syncer.cli import Options, Syncer
+from syncer.kube.client import CONFIGMAPS, JSON_PATCH, PODS, KubeClient
+from syncer.rayjob.machine import Settings
+from tests.fakeapi.controllers import Controllers
+from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.fakedashboard import FakeDashboard, JobPlan
+from tests.syncer.harness import apply, render, wait_until
+
+Manifest = dict[str, Any]
+
+JOB = """
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: queued
+spec:
+  entrypoint: python -c "print(1)"
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+    rayVersion: "2.52.0"
+    headGroupSpec:
+      template:
+        spec:
+          containers:
+          - name: ray-head
+            image: rayproject/ray:2.52.0
+    workerGroupSpecs:
+    - groupName: small
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - name: ray-worker
+            image: rayproject/ray:2.52.0
+"""
+
+
+def _kueue_webhook(obj: Manifest) -> None:
+    """Kueue's pod webhook: its gate in front of the pod's own (on pods and Job templates)."""
+    pod = obj["spec"]["template"] if obj["kind"] == "Job" else obj
+    meta = pod.get("metadata") or {}
+    if KUEUE_GROUP_LABEL not in (meta.get("labels") or {}):
+        return
+    spec = pod["spec"]
+    spec["schedulingGates"] = [{"name": KUEUE_GATE}, *(spec.get("schedulingGates") or [])]
+
+
+def _gates(pod: Manifest) -> list[str]:
+    return [g["name"] for g in (pod["spec"].get("schedulingGates") or [])]
+
+
+@pytest.fixture
+def parts(kube_api: KubeApi) -> Iterator[tuple[KubeClient, Syncer, Controllers, str]]:
+    kube = KubeClient(kube_api.api_client)
+    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
+    options = Options(
+        namespaces=(kube_api.namespace,),
+        workers=2,
+        poll_interval_s=0.2,
+        settings=Settings(submitter_finished_timeout_s=30),
+    )
+    syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
+    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
+    yield kube, syncer, controllers, kube_api.namespace
+    syncer.stop()
+    controllers.stop()
+
+
+def test_the_syncer_keeps_kueues_gate_and_waits_for_admission(
+    parts: tuple[KubeClient, Syncer, Controllers, str],
+) -> None:
+    kube, syncer, controllers, ns = parts
+    objects = render(JOB, ns, RenderOptions(namespace=ns, kueue_queue="team-queue"))
+    for obj in objects:
+        if obj["kind"] in ("Pod", "Job"):
+            _kueue_webhook(obj)
+    apply(kube, objects, ns)
+    controllers.start(interval=0.05)
+    syncer.start()
+
+    def submitter() -> Manifest | None:
+        items, _ = kube.list(PODS, ns, label_selector="job-name=queued")
+        return items[0] if items else None
+
+    pod = wait_until(submitter, what="the submitter pod")
+    assert _gates(pod) == [KUEUE_GATE, naming.CLUSTER_READY_GATE]
+    # Not admitted: the cluster pods stay gated and never run, so the syncer (which
+    # has seen the job: its status ConfigMap exists) leaves the submitter's gates alone.
+    wait_until(
+        lambda: kube.get(CONFIGMAPS, ns, naming.status_configmap_name("queued")),
+        what="the syncer's first status",
+    )
+    cluster = [
+        p
+        for p in kube.list(PODS, ns)[0]
+        if (p["metadata"].get("labels") or {}).get("ray.io/node-type")
+    ]
+    assert cluster and all(p.get("status", {}).get("phase") != "Running" for p in cluster)
+    assert syncer.rayjob.stats["ungated"] == 0
+    still = submitter()
+    assert still is not None and _gates(still) == [KUEUE_GATE, naming.CLUSTER_READY_GATE]
+    # Kueue admits the cluster pods (removes only its gate, as Kueue does).
+    for p in cluster:
+        name = p["metadata"]["name"]
+        patch = [{"op": "remove", "path": "/spec/schedulingGates/0"}]
+        kube.patch(PODS, ns, name, patch, content_type=JSON_PATCH)
+    ungated = wait_until(
+        lambda: (s := submitter()) is not None and naming.CLUSTER_READY_GATE not in _gates(s) and s,
+        what="the syncer removing its own gate",
+    )
+    assert _gates(ungated) == [KUEUE_GATE]
+    assert syncer.rayjob.stats["ungated"] == 1

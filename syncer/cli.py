@@ -60,6 +60,7 @@ class Options:
     workers: int = 8
     ttl_mode: str = "stop"
     work_queue_limit: int = 100_000
+    cluster_domain: str = "cluster.local"
     settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
 
     def for_engine(self) -> engine.Options:
@@ -79,6 +80,7 @@ class Options:
             poll_interval_s=self.poll_interval_s,
             dashboard_budget_rps=self.dashboard_budget_rps,
             ttl_mode=self.ttl_mode,
+            cluster_domain=self.cluster_domain,
             settings=self.settings,
         )
 
@@ -128,6 +130,7 @@ class Syncer:
             self.dashboards,
             self.pods,
             service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
+            cluster_domain=options.cluster_domain,
         )
         self.engine.register(self.rayjob)
         self.engine.register(self.rayservice)
@@ -168,6 +171,7 @@ def options_from(config: Config, own_namespace: str) -> Options:
         workers=config.dashboard_concurrency,
         ttl_mode=config.ttl_mode,
         work_queue_limit=config.work_queue_limit,
+        cluster_domain=config.cluster_domain,
         settings=rayjob_machine.Settings(
             submitter_finished_timeout_s=config.submitter_finished_timeout_s,
             transition_grace_period_s=config.transition_grace_period_s,

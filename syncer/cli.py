@@ -154,6 +154,10 @@ class Syncer:
         """Stop workers and caches."""
         self.engine.stop()
 
+    def healthy(self) -> bool:
+        """Liveness (H2): every informer and engine thread alive, no watch stalled."""
+        return self.engine.healthy()
+
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""
         return self.engine.drain(limit)
@@ -351,7 +355,11 @@ def serve(
     health = HealthServer(
         config.bind_address,
         config.health_port,
-        healthz=lambda: not stop.is_set(),
+        healthz=lambda: (
+            not stop.is_set()
+            and syncer.healthy()
+            and (isinstance(leader, AlwaysLeader) or leader.healthy())
+        ),
         readyz=lambda: all(i.synced for i in syncer.engine.informers()),
     )
     served = MetricsServer(config.bind_address, config.metrics_port, metrics.REGISTRY)

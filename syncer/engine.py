@@ -119,6 +119,13 @@ class Engine:
         )
         self.statuses.add_handler(self._on_status)
 
+    def healthy(self) -> bool:
+        """Whether every informer loop and worker thread lives and no watch has stalled."""
+        if self._stop.is_set():
+            return True
+        threads_ok = all(t.is_alive() for t in self._threads)
+        return threads_ok and all(i.alive and not i.stalled() for i in self.informers())
+
     # --- refused intents -----------------------------------------------------------------
 
     def reject_intent(self, kind: str, cm: Manifest, error: Exception) -> None:

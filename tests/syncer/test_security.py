@@ -228,3 +228,29 @@ def test_a_redirect_from_a_dashboard_is_not_followed(servers: list[Any]) -> None
 def test_a_dashboard_url_with_more_than_host_and_port_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="must be"):
         HttpDashboard(url, timeout=1.0)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_dead_informer_thread_fails_liveness(two: tuple[Rig, str, list[str]]) -> None:
+    rig = two[0]
+    rig.syncer.start()
+    assert rig.syncer.healthy()
+    informer = rig.syncer.engine.informers()[0]
+    calls = {"n": 0}
+
+    def broken() -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in a watch")  # caught: the loop backs off and lives
+        raise SystemExit("the thread is gone")  # not an Exception: the thread ends
+
+    informer._watch_once = broken  # type: ignore[method-assign]
+    informer.stop()  # end the current watch soon; restart the loop on the patched method
+    informer.join(30)
+    informer._stop.clear()
+    informer.start()
+    wait_until(lambda: calls["n"] >= 2, what="the broken watch to run twice")
+    informer.join(5)
+    assert informer.crashes == 1
+    assert not informer.alive
+    assert not rig.syncer.healthy()

@@ -12,7 +12,7 @@ is total: every shape that is not a JSON object under the size cap is an `Intent
 from __future__ import annotations
 
 import json
-import urllib.parse
+import re
 from typing import Any, Final
 
 from renderer import naming
@@ -127,12 +127,8 @@ def dashboard_url(
         if not isinstance(claimed, str):
             raise IntentError("derived dashboardURL in the intent is not a string")
         text = claimed if "://" in claimed else f"http://{claimed}"
-        try:
-            parts = urllib.parse.urlsplit(text)
-            port = parts.port or DEFAULT_DASHBOARD_PORT
-        except ValueError as exc:
-            raise IntentError(f"derived dashboardURL {claimed!r}: {exc}") from exc
-        expected = f"http://{host}:{port}"
-        if text.rstrip("/") != expected:
-            raise IntentError(f"derived dashboardURL {claimed!r} is not {expected!r}")
+        match = re.fullmatch(rf"http://{re.escape(host)}(?::(\d{{1,5}}))?/?", text)
+        if match is None or not 0 < int(match.group(1) or port) < 65536:
+            raise IntentError(f"derived dashboardURL {claimed!r} is not http://{host}:<port>")
+        port = int(match.group(1) or port)
     return f"http://{host}:{port}"

@@ -82,8 +82,8 @@ class HttpDashboard:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"dashboard URL must be http or https with a host, got {base_url!r}")
-        if parts.path.strip("/") or parts.query or parts.fragment or "@" in parts.netloc:
-            raise ValueError(f"dashboard URL must be scheme://host:port only, got {base_url!r}")
+        if parts.query or "#" in base_url or "@" in parts.netloc:
+            raise ValueError(f"dashboard URL must have no user, query or fragment: {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.serve_timeout = max(timeout, serve_timeout)

@@ -221,12 +221,11 @@ def test_a_redirect_from_a_dashboard_is_not_followed(servers: list[Any]) -> None
     [
         "http://169.254.169.254/latest/meta-data/#",
         "http://user@head:8265",
-        "http://head:8265/x",
         "http://head:8265?q=1",
     ],
 )
-def test_a_dashboard_url_with_more_than_host_and_port_is_refused(url: str) -> None:
-    with pytest.raises(ValueError, match="must be"):
+def test_a_dashboard_url_with_user_query_or_fragment_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="must have no"):
         HttpDashboard(url, timeout=1.0)
 
 

@@ -60,6 +60,7 @@ class Options:
     workers: int = 8
     ttl_mode: str = "stop"
     work_queue_limit: int = 100_000
+    cluster_domain: str = "cluster.local"
     settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
 
     def for_engine(self) -> engine.Options:
@@ -79,6 +80,7 @@ class Options:
             poll_interval_s=self.poll_interval_s,
             dashboard_budget_rps=self.dashboard_budget_rps,
             ttl_mode=self.ttl_mode,
+            cluster_domain=self.cluster_domain,
             settings=self.settings,
         )
 
@@ -128,6 +130,7 @@ class Syncer:
             self.dashboards,
             self.pods,
             service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
+            cluster_domain=options.cluster_domain,
         )
         self.engine.register(self.rayjob)
         self.engine.register(self.rayservice)
@@ -151,6 +154,10 @@ class Syncer:
         """Stop workers and caches."""
         self.engine.stop()
 
+    def healthy(self) -> bool:
+        """Liveness (H2): every informer and engine thread alive, no watch stalled."""
+        return self.engine.healthy()
+
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""
         return self.engine.drain(limit)
@@ -168,6 +175,7 @@ def options_from(config: Config, own_namespace: str) -> Options:
         workers=config.dashboard_concurrency,
         ttl_mode=config.ttl_mode,
         work_queue_limit=config.work_queue_limit,
+        cluster_domain=config.cluster_domain,
         settings=rayjob_machine.Settings(
             submitter_finished_timeout_s=config.submitter_finished_timeout_s,
             transition_grace_period_s=config.transition_grace_period_s,
@@ -347,7 +355,11 @@ def serve(
     health = HealthServer(
         config.bind_address,
         config.health_port,
-        healthz=lambda: not stop.is_set(),
+        healthz=lambda: (
+            not stop.is_set()
+            and syncer.healthy()
+            and (isinstance(leader, AlwaysLeader) or leader.healthy())
+        ),
         readyz=lambda: all(i.synced for i in syncer.engine.informers()),
     )
     served = MetricsServer(config.bind_address, config.metrics_port, metrics.REGISTRY)

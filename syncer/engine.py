@@ -23,7 +23,7 @@ from typing import Final, Protocol
 from renderer import naming
 from syncer import metrics, status
 from syncer.errors import ConflictError, NotLeaderError, PermanentError, SyncerError
-from syncer.kube import meta
+from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, Kube, Manifest
 from syncer.kube.informer import Informer
@@ -39,6 +39,7 @@ EVENT_BATCH_S: Final = 0.05
 _PRUNE_EVERY: Final = 1024  # events between sweeps of stale event times
 _CONFLICT_RETRY_S: Final = 0.2
 _CRASH_RETRY_S: Final = 30.0
+_REJECTED_MEMORY: Final = 10_000  # refused intent versions remembered (one Event each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ class Engine:
         self._caches: list[Cache] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._rejected: set[tuple[str, str, object]] = set()
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -116,6 +118,49 @@ class Engine:
             project=status.slim_status,
         )
         self.statuses.add_handler(self._on_status)
+
+    def healthy(self) -> bool:
+        """Whether every informer loop and worker thread lives and no watch has stalled."""
+        if self._stop.is_set():
+            return True
+        threads_ok = all(t.is_alive() for t in self._threads)
+        return threads_ok and all(i.alive and not i.stalled() for i in self.informers())
+
+    # --- refused intents -----------------------------------------------------------------
+
+    def reject_intent(self, kind: str, cm: Manifest, error: Exception) -> None:
+        """Report an intent the syncer will not act on, once per ConfigMap version.
+
+        One Event on that ConfigMap, in its own namespace, and one count; nothing else
+        until the ConfigMap changes.
+        """
+        version = (meta.namespace(cm), meta.name(cm), meta.metadata(cm).get("resourceVersion"))
+        with self._lock:
+            if version in self._rejected:
+                return
+            if len(self._rejected) > _REJECTED_MEMORY:
+                self._rejected.clear()
+            self._rejected.add(version)
+        _LOG.error(
+            "intent refused namespace=%s configmap=%s error=%s", version[0], version[1], error
+        )
+        metrics.RECONCILE_ERRORS.labels(kind, "intent").inc()
+        involved: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "name": version[1]}
+        uid = meta.metadata(cm).get("uid")
+        if uid:
+            involved["uid"] = uid
+        event = events.build_event(
+            origin_kind=kind,
+            origin_name=meta.label(cm, naming.ORIGIN_NAME) or version[1],
+            namespace=version[0],
+            involved=involved,
+            event_type="Warning",
+            reason="IntentRefused",
+            message=str(error),
+            now=self.clock(),
+        )
+        if self.is_leader():
+            events.record(self.kube, event)
 
     # --- set-up ------------------------------------------------------------------------------
 

@@ -61,6 +61,12 @@ class Owner:
         }
 
 
+# The most ConfigMap `data` the caches keep per intent or status map; a bigger map is
+# cached as `{OVERSIZED_KEY: "<bytes>"}` (no renderer output comes near it).
+MAX_CACHED_DATA: Final = 256 * 1024
+OVERSIZED_KEY: Final = "kuberay.io/oversized-bytes"
+
+
 def slim_configmap(cm: Manifest, *, keep: Iterable[str] | None = None) -> Manifest:
     """An intent or status ConfigMap as cached: identity, labels, annotations and data.
 
@@ -68,11 +74,18 @@ def slim_configmap(cm: Manifest, *, keep: Iterable[str] | None = None) -> Manife
     thousand jobs' maps cost in memory. `keep`: the metadata fields kept.
     """
     kept = meta.metadata(cm)
+    data = cm.get("data")
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        data = {}
+    size = sum(len(v) for v in data.values())
+    if size > MAX_CACHED_DATA:
+        # Not cached: the reader sees the marker and reports it (H1: memory stays bounded).
+        data = {OVERSIZED_KEY: str(size)}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {k: kept[k] for k in (keep or _CONFIGMAP_META) if k in kept},
-        "data": cm.get("data") or {},
+        "data": data,
     }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
@@ -81,7 +82,7 @@ class Informer:
         self.namespace = namespace
         self._kube = kube
         self._selector = label_selector
-        self._project: Projection = lambda obj: compact(project(obj))
+        self._project_raw: Projection = lambda obj: compact(project(obj))
         self._handlers = list(handlers)
         self._cache: dict[Key, Manifest] = {}
         self._lock = threading.Lock()
@@ -92,6 +93,10 @@ class Informer:
         self._watch_timeout = watch_timeout_s
         self.resource_version = ""
         self.relists = 0
+        self.skipped = 0  # objects a projection or indexer failed on (skipped, counted)
+        self.crashes = 0  # loop iterations that ended in an unexpected exception
+        # Monotonic time of the last list, watch event or watch that ended normally.
+        self.progress_at = time.monotonic()
         self._indexers: dict[str, Callable[[Manifest], Iterable[Hashable]]] = {}
         self._indices: dict[str, dict[Hashable, set[Key]]] = {}
 
@@ -148,7 +153,13 @@ class Informer:
 
     def _index_add_locked(self, key: Key, obj: Manifest) -> None:
         for name, values in self._indexers.items():
-            for value in values(obj):
+            try:
+                found = list(values(obj))
+            except Exception:  # noqa: BLE001 - a bad object is skipped in this index (H1)
+                self.skipped += 1
+                _LOG.exception("indexer failed index=%s object=%s/%s", name, *key)
+                continue
+            for value in found:
                 self._indices[name].setdefault(value, set()).add(key)
 
     def _store_locked(self, key: Key, obj: Manifest | None) -> None:
@@ -164,6 +175,8 @@ class Informer:
     def upsert(self, obj: Manifest) -> None:
         """Put an object this process just wrote, unless the cache already has a newer one."""
         projected = self._project(obj)
+        if projected is None:
+            return
         key = key_of(projected)
         with self._lock:
             current = self._cache.get(key)
@@ -178,6 +191,25 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Call `handler(event_type, object)` on every change."""
         self._handlers.append(handler)
+
+    def _project(self, obj: Manifest) -> Manifest | None:
+        """The cached form of `obj`; None (logged, counted) when the projection fails."""
+        try:
+            return self._project_raw(obj)
+        except Exception:  # noqa: BLE001 - one bad object must not kill the informer (H1)
+            self.skipped += 1
+            _LOG.exception("projection failed resource=%s; object skipped", self.resource.plural)
+            return None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the loop thread runs (True before `start`: nothing has died)."""
+        return self._thread is None or self._thread.is_alive() or self._stop.is_set()
+
+    def stalled(self, now: float | None = None) -> bool:
+        """Whether no list or watch made progress for twice the watch timeout (H2)."""
+        now = time.monotonic() if now is None else now
+        return now - self.progress_at > 2 * self._watch_timeout + 30
 
     # --- running ---------------------------------------------------------------------------
 
@@ -209,6 +241,7 @@ class Informer:
                     self.relist()
                     need_list = False
                 self._watch_once()
+                self.progress_at = time.monotonic()
                 failures = 0
             except GoneError:
                 _LOG.info("watch expired, listing again resource=%s", self.resource.plural)
@@ -221,6 +254,15 @@ class Informer:
                     self.resource.plural,
                     exc,
                     delay,
+                )
+                self._stop.wait(delay)
+            except Exception:  # noqa: BLE001 - a bug or odd input: back off, never die (H2)
+                failures += 1
+                self.crashes += 1
+                need_list = True
+                delay = self._backoff(failures)
+                _LOG.exception(
+                    "informer loop failed resource=%s retry_in=%.1fs", self.resource.plural, delay
                 )
                 self._stop.wait(delay)
 
@@ -239,7 +281,8 @@ class Informer:
             page.reverse()
             while page:  # drop each full object once projected
                 item = self._project(page.pop())
-                fresh[key_of(item)] = item
+                if item is not None:
+                    fresh[key_of(item)] = item
         return fresh, version
 
     def relist(self) -> None:
@@ -254,6 +297,7 @@ class Informer:
                 self._store_locked(key, obj)
             self.resource_version = version
         self.relists += 1
+        self.progress_at = time.monotonic()
         self._synced.set()
         for key, obj in fresh.items():
             before = old.get(key)
@@ -280,7 +324,10 @@ class Informer:
             if event.type == "BOOKMARK":
                 self.resource_version = version or self.resource_version
                 continue
+            self.progress_at = time.monotonic()
             obj = self._project(event.object)
+            if obj is None:
+                continue
             key = key_of(obj)
             with self._lock:
                 old = self._cache.get(key)

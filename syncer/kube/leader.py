@@ -68,6 +68,18 @@ class LeaderElector:
                 and self._clock() - self._renewed_at < self._deadline
             )
 
+    def healthy(self) -> bool:
+        """Liveness of the lease loop: False when held but not renewed for a lease duration.
+
+        As controller-runtime's leader-election health check.
+        """
+        with self._lock:
+            if not self._leader:
+                return True
+            return self._renewed_at is not None and (
+                self._clock() - self._renewed_at < self._duration
+            )
+
     @property
     def is_leader(self) -> bool:
         """Whether this replica believes it holds the lease (fresh or not)."""
@@ -144,6 +156,10 @@ class LeaderElector:
                 self.try_acquire_or_renew()
             except SyncerError as exc:
                 _LOG.warning("lease renewal failed error=%s", exc)
+                if not self.is_fresh():
+                    self._set_leader(False)
+            except Exception:  # noqa: BLE001 - never die silently (H2): log, step down, retry
+                _LOG.exception("lease loop failed")
                 if not self.is_fresh():
                     self._set_leader(False)
             stop.wait(self._period)

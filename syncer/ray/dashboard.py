@@ -82,13 +82,17 @@ class HttpDashboard:
         parts = urllib.parse.urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"dashboard URL must be http or https with a host, got {base_url!r}")
+        if parts.query or "#" in base_url or "@" in parts.netloc:
+            raise ValueError(f"dashboard URL must have no user, query or fragment: {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.serve_timeout = max(timeout, serve_timeout)
         self._headers = {"Accept": "application/json", **(headers or {})}
         if auth_token:
             self._headers["X-Ray-Authorization"] = f"Bearer {auth_token}"
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        # No proxies, and no redirects: a 3xx is an error, so the token never leaves for a
+        # host the syncer did not derive itself (C2).
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
     def __repr__(self) -> str:
         return f"HttpDashboard({self.base_url!r})"
@@ -282,6 +286,21 @@ class _Reply:
             f"{self.method} {self.url}: {self.status} {summary}",
             retry_after=_retry_after(self.retry_after_header),
         )
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuses every redirect: urllib then raises the 3xx as an HTTPError."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> None:
+        return None
 
 
 def _error_body(exc: urllib.error.HTTPError) -> bytes:

@@ -29,6 +29,20 @@ _ANN_DEPLOYMENT: Final = f"{status.STATUS_ANNOTATION_PREFIX}job-deployment-statu
 _ANN_JOB: Final = f"{status.STATUS_ANNOTATION_PREFIX}job-status"
 
 
+def _same_namespace_url(recorded: str, derived: str) -> str:
+    """A recorded URL (a replaced run's cluster) if it has the derived one's form, else "".
+
+    Only another head Service in the derived URL's namespace, domain and port (C2).
+    """
+    if not recorded or recorded == derived:
+        return derived
+    head, _, rest = recorded.removeprefix("http://").partition(".")
+    _, _, derived_rest = derived.removeprefix("http://").partition(".")
+    if recorded.startswith("http://") and naming.is_dns1123_label(head) and rest == derived_rest:
+        return recorded
+    return ""
+
+
 class Actions:
     """The RayJob reconciler's hands: one method per kind of action."""
 
@@ -88,7 +102,10 @@ class Actions:
         self.stats["submissions"] += 1
 
     def _stop(self, intent: JobIntent, action: machine.StopJob) -> None:
-        url = action.dashboard_url or intent.dashboard_url
+        url = _same_namespace_url(action.dashboard_url, intent.dashboard_url)
+        if not url:
+            _LOG.warning("recorded dashboard URL refused job=%s", action.submission_id)
+            return
         try:
             self.dashboards.call("stop_job", url, lambda d: d.stop_job(action.submission_id))
         except NotFoundError:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from renderer import naming
+from syncer import trust
 from syncer.errors import IntentError
 
 Manifest = dict[str, Any]
@@ -78,10 +79,13 @@ class JobIntent:
 
 
 def _float(value: Any) -> float:
-    try:
-        return float(value or 0)
-    except (TypeError, ValueError):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, type(None))):
         return 0.0
+    try:
+        number = float(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if 0.0 <= number <= trust.MAX_INT else 0.0
 
 
 def _resources(text: Any) -> dict[str, float] | None:
@@ -89,75 +93,134 @@ def _resources(text: Any) -> dict[str, float] | None:
         return None
     try:
         decoded = json.loads(str(text))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(decoded, dict):
         return None
     return {str(k): _float(v) for k, v in decoded.items()}
 
 
-def parse_job_intent(config_map: Manifest) -> JobIntent:
-    """Read a RayJob intent ConfigMap; raises IntentError when it is malformed."""
-    data = (config_map.get("data") or {}).get(naming.INTENT_KEY)
-    if not data:
-        raise IntentError(f"no {naming.INTENT_KEY} in the intent ConfigMap")
+def _optional_str(value: Any, path: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise IntentError(f"{path} in the intent is not a string")
+    return value
+
+
+def _optional_int(value: Any, path: str) -> int | None:
+    return None if value is None else trust.integer(value, path)
+
+
+def _rule(value: Any) -> DeletionRule:
+    rule = trust.obj(value, "spec.deletionStrategy.deletionRules[]")
+    condition = trust.obj(rule.get("condition"), "deletionRules[].condition")
+    return DeletionRule(
+        policy=str(rule.get("policy")),
+        job_status=_optional_str(condition.get("jobStatus"), "condition.jobStatus"),
+        deployment_status=_optional_str(
+            condition.get("jobDeploymentStatus"), "condition.jobDeploymentStatus"
+        ),
+        ttl_s=trust.integer(condition.get("ttlSeconds"), "condition.ttlSeconds"),
+    )
+
+
+def parse_job_intent(config_map: Manifest, *, cluster_domain: str = "cluster.local") -> JobIntent:
+    """Read a RayJob intent ConfigMap; raises IntentError for every shape it cannot act on.
+
+    Namespace and name come from the ConfigMap (`syncer.trust`), never from the payload;
+    the dashboard URL is rebuilt from the head Service name in that namespace.
+    """
     try:
-        intent = json.loads(data)
-    except ValueError as exc:
-        raise IntentError(f"{naming.INTENT_KEY} is not JSON: {exc}") from exc
-    if intent.get("kind") != "RayJob":
-        raise IntentError(f"not a RayJob intent (kind {intent.get('kind')!r})")
-    meta = intent.get("metadata") or {}
-    spec = intent.get("spec") or {}
-    derived = intent.get("derived") or {}
-    strategy = spec.get("deletionStrategy") or {}
+        return _parse(config_map, cluster_domain)
+    except IntentError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        raise IntentError(f"malformed RayJob intent: {type(exc).__name__}: {exc}") from exc
+
+
+def _parse(config_map: Manifest, cluster_domain: str) -> JobIntent:
+    namespace, name, intent = trust.load_payload(config_map, "RayJob")
+    meta = trust.obj(intent.get("metadata"), "metadata")
+    spec = trust.obj(intent.get("spec"), "spec")
+    derived = trust.obj(intent.get("derived"), "derived")
+    strategy = trust.obj(spec.get("deletionStrategy"), "spec.deletionStrategy")
     rules = None
-    if strategy.get("deletionRules"):
-        rules = tuple(
-            DeletionRule(
-                policy=str(rule.get("policy")),
-                job_status=(rule.get("condition") or {}).get("jobStatus"),
-                deployment_status=(rule.get("condition") or {}).get("jobDeploymentStatus"),
-                ttl_s=int((rule.get("condition") or {}).get("ttlSeconds") or 0),
-            )
-            for rule in strategy["deletionRules"]
-        )
+    raw_rules = strategy.get("deletionRules")
+    if raw_rules:
+        if not isinstance(raw_rules, list):
+            raise IntentError("spec.deletionStrategy.deletionRules is not a list")
+        rules = tuple(_rule(rule) for rule in raw_rules)
     live_annotations = (config_map.get("metadata") or {}).get("annotations") or {}
-    submission_id = derived.get("submissionId") or spec.get("jobId") or None
+    if not isinstance(live_annotations, dict):
+        live_annotations = {}
+    submission_id = _optional_str(
+        derived.get("submissionId") or spec.get("jobId"), "derived.submissionId"
+    )
     if submission_id is None and derived.get("submissionMode") == "InteractiveMode":
-        submission_id = live_annotations.get(JOB_ID_ANNOTATION) or None
+        submission_id = _optional_str(live_annotations.get(JOB_ID_ANNOTATION), "job-id")
     run_id = "/".join(
         str(x)
         for x in (derived.get("clusterName"), derived.get("submissionId"), spec.get("suspend"))
     )
+    cluster_name = _optional_str(derived.get("clusterName"), "derived.clusterName") or ""
+    head_service = _optional_str(
+        derived.get("headServiceName"), "derived.headServiceName"
+    ) or naming.head_service_name(cluster_name)
+    dashboard_url = (
+        trust.dashboard_url(namespace, head_service, derived.get("dashboardURL"), cluster_domain)
+        if cluster_name
+        else ""
+    )
+    workers = derived.get("workerPodNames") or ()
+    if not isinstance(workers, (list, tuple)) or not all(isinstance(w, str) for w in workers):
+        raise IntentError("derived.workerPodNames is not a list of names")
+    runtime_env = derived.get("runtimeEnv")
+    if runtime_env is not None and not isinstance(runtime_env, dict):
+        raise IntentError("derived.runtimeEnv is not an object")
+    labels = trust.obj(meta.get("labels"), "metadata.labels")
     return JobIntent(
-        namespace=str(meta.get("namespace") or (config_map.get("metadata") or {}).get("namespace")),
-        name=str(meta.get("name")),
+        namespace=namespace,
+        name=name,
         mode=str(derived.get("submissionMode") or "K8sJobMode"),
-        cluster_name=str(derived.get("clusterName") or ""),
+        cluster_name=cluster_name,
         cluster_rendered=bool(derived.get("clusterRendered")),
         uses_selector=bool(spec.get("clusterSelector")),
         submission_id=submission_id,
-        dashboard_url=str(derived.get("dashboardURL") or ""),
-        submitter_job=derived.get("submitterJobName"),
-        submitter_container=derived.get("submitterContainerName"),
-        head_pod=derived.get("headPodName"),
-        worker_pods=tuple(derived.get("workerPodNames") or ()),
+        dashboard_url=dashboard_url,
+        submitter_job=_optional_str(derived.get("submitterJobName"), "derived.submitterJobName"),
+        submitter_container=_optional_str(
+            derived.get("submitterContainerName"), "derived.submitterContainerName"
+        ),
+        head_pod=_optional_str(derived.get("headPodName"), "derived.headPodName"),
+        worker_pods=tuple(workers),
         entrypoint=str(spec.get("entrypoint") or ""),
-        runtime_env=derived.get("runtimeEnv"),
-        metadata={str(k): str(v) for k, v in (spec.get("metadata") or {}).items()},
+        runtime_env=runtime_env,
+        metadata={
+            str(k): str(v) for k, v in trust.obj(spec.get("metadata"), "spec.metadata").items()
+        },
         entrypoint_num_cpus=_float(spec.get("entrypointNumCpus")),
         entrypoint_num_gpus=_float(spec.get("entrypointNumGpus")),
         entrypoint_resources=_resources(spec.get("entrypointResources")),
-        backoff_limit=int(spec.get("backoffLimit") or 0),
-        active_deadline_s=spec.get("activeDeadlineSeconds"),
-        pre_running_deadline_s=spec.get("preRunningDeadlineSeconds"),
+        backoff_limit=trust.integer(spec.get("backoffLimit"), "spec.backoffLimit"),
+        active_deadline_s=_optional_int(
+            spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds"
+        ),
+        pre_running_deadline_s=_optional_int(
+            spec.get("preRunningDeadlineSeconds"), "spec.preRunningDeadlineSeconds"
+        ),
         suspend=spec.get("suspend") is True,
         shutdown_after_finish=spec.get("shutdownAfterJobFinishes") is True,
-        ttl_after_finished_s=int(spec.get("ttlSecondsAfterFinished") or 0),
+        ttl_after_finished_s=trust.integer(
+            spec.get("ttlSecondsAfterFinished"), "spec.ttlSecondsAfterFinished"
+        ),
         deletion_rules=rules,
-        legacy_on_success=(strategy.get("onSuccess") or {}).get("policy"),
-        legacy_on_failure=(strategy.get("onFailure") or {}).get("policy"),
+        legacy_on_success=_optional_str(
+            trust.obj(strategy.get("onSuccess"), "onSuccess").get("policy"), "onSuccess.policy"
+        ),
+        legacy_on_failure=_optional_str(
+            trust.obj(strategy.get("onFailure"), "onFailure").get("policy"), "onFailure.policy"
+        ),
         run_id=run_id,
-        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        labels={str(k): str(v) for k, v in labels.items()},
     )

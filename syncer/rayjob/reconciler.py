@@ -47,13 +47,15 @@ class Options:
     poll_interval_s: float = 3.0
     dashboard_budget_rps: float = 200.0
     ttl_mode: str = "stop"
+    cluster_domain: str = "cluster.local"
     settings: machine.Settings = field(default_factory=machine.Settings)
 
 
 def _intent_selects(cm: Manifest) -> Iterable[Hashable]:
+    # An indexer runs on the informer's thread: it must never raise (H1).
     try:
         intent = parse_job_intent(cm)
-    except IntentError:
+    except Exception:  # noqa: BLE001 - a bad object is skipped, the thread lives
         return []
     return [(intent.namespace, intent.cluster_name)] if intent.uses_selector else []
 
@@ -152,9 +154,9 @@ class RayJobReconciler:
             self._forget(key)
             return None
         try:
-            intent = parse_job_intent(intent_cm)
+            intent = parse_job_intent(intent_cm, cluster_domain=self.options.cluster_domain)
         except IntentError as exc:
-            _LOG.error("unreadable intent namespace=%s name=%s error=%s", ns, name, exc)
+            self.engine.reject_intent(KIND, intent_cm, exc)
             return None
         status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
         record = status.read_record(status_cm, machine.Record.from_json)

@@ -7,12 +7,12 @@ the two annotations a person may set on the live HTTPRoute (pause, abort) live h
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 from renderer import naming
 from schemas import intent as contract
+from syncer import trust
 from syncer.errors import IntentError
 
 Manifest = dict[str, Any]
@@ -51,6 +51,7 @@ class ServiceIntent:
     progress_deadline_s: int | None = None
     deletion_delay_s: int = contract.DEFAULT_DELETION_DELAY
     routing: Routing | None = None
+    cluster_domain: str = "cluster.local"
 
     @property
     def incremental(self) -> bool:
@@ -58,22 +59,30 @@ class ServiceIntent:
         return self.strategy == INCREMENTAL and self.routing is not None
 
 
-def parse_service_intent(config_map: Manifest) -> ServiceIntent:
-    """Read a RayService intent ConfigMap; raises IntentError when it is malformed."""
-    data = (config_map.get("data") or {}).get(naming.INTENT_KEY)
-    if not data:
-        raise IntentError(f"no {naming.INTENT_KEY} in the intent ConfigMap")
+def parse_service_intent(
+    config_map: Manifest, *, cluster_domain: str = "cluster.local"
+) -> ServiceIntent:
+    """Read a RayService intent ConfigMap; raises IntentError for every shape it cannot act on.
+
+    Namespace and name come from the ConfigMap (`syncer.trust`), never from the payload;
+    the dashboard URL is rebuilt from the generation's head Service name in that namespace.
+    """
     try:
-        intent = json.loads(data)
-    except ValueError as exc:
-        raise IntentError(f"{naming.INTENT_KEY} is not JSON: {exc}") from exc
-    if not isinstance(intent, dict) or intent.get("kind") != contract.RAYSERVICE:
-        raise IntentError("not a RayService intent")
-    meta = intent.get("metadata") or {}
-    spec = intent.get("spec") or {}
-    derived = intent.get("derived") or {}
+        return _parse(config_map, cluster_domain)
+    except IntentError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        raise IntentError(f"malformed RayService intent: {type(exc).__name__}: {exc}") from exc
+
+
+def _parse(config_map: Manifest, cluster_domain: str) -> ServiceIntent:
+    namespace, name, intent = trust.load_payload(config_map, contract.RAYSERVICE)
+    spec = trust.obj(intent.get("spec"), "spec")
+    derived = trust.obj(intent.get("derived"), "derived")
     generation = derived.get("generation") or None
-    upgrade = derived.get("upgrade") or {}
+    if generation is not None and not isinstance(generation, dict):
+        raise IntentError("derived.generation in the intent is not an object")
+    upgrade = trust.obj(derived.get("upgrade"), "derived.upgrade")
     routing_data = upgrade.get("routing")
     routing = None
     if isinstance(routing_data, dict):
@@ -89,18 +98,28 @@ def parse_service_intent(config_map: Manifest) -> ServiceIntent:
         except (KeyError, TypeError, ValueError) as exc:
             raise IntentError(f"bad routing in the intent: {exc}") from exc
     deadline = upgrade.get("progressDeadlineSeconds")
-    own_meta = config_map.get("metadata") or {}
+    generation_name = None
+    url = ""
+    if isinstance(generation, dict):
+        generation_name = str(generation["name"])
+        head = generation.get("headServiceName") or naming.head_service_name(generation_name)
+        url = trust.dashboard_url(
+            namespace, str(head), generation.get("dashboardURL"), cluster_domain
+        )
     return ServiceIntent(
-        namespace=str(meta.get("namespace") or own_meta.get("namespace") or ""),
-        name=str(meta.get("name") or ""),
+        namespace=namespace,
+        name=name,
         strategy=str(upgrade.get("type") or NEW_CLUSTER),
-        generation=str(generation["name"]) if isinstance(generation, dict) else None,
-        dashboard_url=str((generation or {}).get("dashboardURL") or ""),
+        generation=generation_name,
+        dashboard_url=url,
         exclude_head=spec.get("excludeHeadPodFromServeSvc") is True,
         paused=upgrade.get("paused") is True,
-        progress_deadline_s=int(deadline) if deadline else None,
-        deletion_delay_s=int(
-            upgrade.get("rayClusterDeletionDelaySeconds", contract.DEFAULT_DELETION_DELAY)
+        progress_deadline_s=trust.integer(deadline, "progressDeadlineSeconds") or None,
+        deletion_delay_s=trust.integer(
+            upgrade.get("rayClusterDeletionDelaySeconds"),
+            "rayClusterDeletionDelaySeconds",
+            contract.DEFAULT_DELETION_DELAY,
         ),
         routing=routing,
+        cluster_domain=cluster_domain,
     )

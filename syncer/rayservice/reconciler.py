@@ -73,8 +73,11 @@ class RayServiceReconciler:
         pool: DashboardPool,
         pods: Cache,
         settings: Settings | None = None,
+        *,
+        cluster_domain: str = "cluster.local",
     ) -> None:
         self.engine = engine
+        self.cluster_domain = cluster_domain
         self.kube = engine.kube
         self.settings = settings or Settings()
         self.dashboards = pool
@@ -117,9 +120,9 @@ class RayServiceReconciler:
             self._forget(key)
             return None
         try:
-            intent = parse_service_intent(intent_cm)
+            intent = parse_service_intent(intent_cm, cluster_domain=self.cluster_domain)
         except IntentError as exc:
-            _LOG.error("unreadable intent namespace=%s name=%s error=%s", ns, name, exc)
+            self.engine.reject_intent(KIND, intent_cm, exc)
             return None
         status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
         record = status.read_record(status_cm, Record.from_json)

@@ -112,20 +112,21 @@ def deploy_digest(config: Manifest, target_capacity: int | None) -> str:
 
 
 def dashboard_url(intent: ServiceIntent, known: Mapping[str, str], generation: str) -> str:
-    """A generation's dashboard: as recorded while it was current, else derived.
+    """A generation's dashboard, always derived here (C2): never a URL read from a record.
 
-    The intent names only the current generation's URL; an older one has the same domain
-    and port (the renderer's `<gen>-head-svc`), so its name is swapped in.
+    The current generation's comes from the checked intent; an older one is
+    `<gen>-head-svc` (the renderer's name) in the intent's namespace on the same port.
+    `known` (URLs recorded in the status ConfigMap) is not dialled.
     """
+    del known  # recorded URLs are state someone else can write: not an address source
     current = intent.generation
     if generation == current and intent.dashboard_url:
         return intent.dashboard_url
-    url = known.get(generation)
-    if url:
-        return url
-    if current and intent.dashboard_url:
-        return intent.dashboard_url.replace(current, generation, 1)
-    return ""
+    if not intent.dashboard_url or not naming.is_dns1123_label(generation):
+        return ""
+    port = intent.dashboard_url.rsplit(":", 1)[-1]
+    host = f"{naming.head_service_name(generation)}.{intent.namespace}.svc"
+    return f"http://{host}.{intent.cluster_domain}:{port}"
 
 
 # --- the working state of one pass -------------------------------------------------------

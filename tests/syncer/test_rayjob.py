@@ -102,6 +102,7 @@ def make_intent(
         "metadata": {
             "name": naming.intent_configmap_name(JOB),
             "namespace": NS,
+            "labels": {naming.ORIGIN_KIND: "RayJob", naming.ORIGIN_NAME: JOB},
             "annotations": dict(annotations or {}),
         },
         "data": {naming.INTENT_KEY: naming.canonical_json(doc)},

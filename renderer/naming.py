@@ -181,6 +181,9 @@ SERVE_ACTIVE: Final = "kuberay.io/serve-active"
 SHUTDOWN_REQUESTED: Final = "kuberay.io/shutdown-requested"
 CLUSTER_READY_GATE: Final = "kuberay.io/cluster-ready"
 RUN_ANNOTATION: Final = "kuberay.io/run"
+# On the objects of a RayService generation that the syncer deletes once it has drained it:
+# "retire with generation <value>". A claim rendered from `deletionPolicy: Retain` never has it.
+RETIRE_WITH: Final = "kuberay.io/retire-with"
 PRUNE_PROTECTION: Final = MappingProxyType(
     {
         "argocd.argoproj.io/sync-options": "Prune=false",

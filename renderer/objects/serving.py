@@ -133,8 +133,18 @@ def build_generation_serve_service(service: RayServicePlan) -> Manifest:
 
 
 def mark_generation(obj: Manifest, generation: str, *, protect: bool) -> None:
-    """Label an object with its generation and, if asked, protect it from pruning."""
+    """Label an object with its generation and, if asked, protect it from pruning.
+
+    A protected object also gets `kuberay.io/retire-with: <generation>`, which lets the
+    syncer delete it when it retires the generation, except an object that was protected
+    already: a claim rendered from `deletionPolicy: Retain`, which outlives its cluster.
+    """
     meta = obj["metadata"]
     meta["labels"] = {naming.RAY_CLUSTER: generation, **(meta.get("labels") or {})}
-    if protect:
-        meta["annotations"] = {**(meta.get("annotations") or {}), **naming.PRUNE_PROTECTION}
+    if not protect:
+        return
+    annotations = meta.get("annotations") or {}
+    retained = all(annotations.get(k) == v for k, v in naming.PRUNE_PROTECTION.items())
+    meta["annotations"] = {**annotations, **naming.PRUNE_PROTECTION}
+    if not retained:
+        meta["annotations"][naming.RETIRE_WITH] = generation

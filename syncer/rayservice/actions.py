@@ -110,7 +110,7 @@ class Actions:
         self.stats["route_writes"] += 1
 
     def _retire(self, intent: ServiceIntent, generation: str) -> None:
-        """Delete what is left of a generation: prune-protected objects only."""
+        """Delete what is left of a generation: the objects marked to retire with it."""
         if generation == intent.generation:
             return  # never an object git still declares
         ns = intent.namespace
@@ -135,7 +135,7 @@ class Actions:
                     continue
                 raise
             for obj in items:
-                self._delete_protected(resource, ns, obj)
+                self._delete_retiring(resource, ns, obj, generation)
         _LOG.info(
             "retired generation namespace=%s rayservice=%s generation=%s",
             ns,
@@ -143,10 +143,9 @@ class Actions:
             generation,
         )
 
-    def _delete_protected(self, resource: Resource, ns: str, obj: Manifest) -> None:
-        annotations = meta.metadata(obj).get("annotations") or {}
-        if not any(annotations.get(k) == v for k, v in naming.PRUNE_PROTECTION.items()):
-            return  # not protected: the GitOps tool prunes it
+    def _delete_retiring(self, resource: Resource, ns: str, obj: Manifest, generation: str) -> None:
+        if not retires_with(obj, generation):
+            return  # pruned by the GitOps tool, or retained by the user
         name = meta.name(obj)
         version = str(meta.metadata(obj).get("resourceVersion") or "") or None
         self.kube.delete(resource, ns, name, resource_version=version)
@@ -177,3 +176,18 @@ class Actions:
                 now=now,
             ),
         )
+
+
+def retires_with(obj: Manifest, generation: str) -> bool:
+    """Whether retiring `generation` deletes `obj` (a listed object of that generation).
+
+    Only objects the renderer marked `kuberay.io/retire-with: <generation>`. Objects rendered
+    before that marker existed carry the prune protection alone: those are deleted too,
+    except claims, which may hold a `deletionPolicy: Retain` volume and are left alone.
+    """
+    annotations = meta.metadata(obj).get("annotations") or {}
+    marked = annotations.get(naming.RETIRE_WITH)
+    if marked is not None:
+        return bool(marked == generation)
+    protected = any(annotations.get(k) == v for k, v in naming.PRUNE_PROTECTION.items())
+    return protected and obj.get("kind") != "PersistentVolumeClaim"

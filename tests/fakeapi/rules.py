@@ -245,6 +245,10 @@ def default_object(kind: Kind, obj: Manifest, *, allocate_cluster_ip: Callable[[
         _default_job(obj, spec)
     elif kind.plural == "services" and not kind.group and isinstance(spec, dict):
         _default_service(spec, allocate_cluster_ip)
+    elif kind.plural == "networkpolicies" and isinstance(spec, dict):
+        # SetDefaults_NetworkPolicySpec: Ingress always, Egress too when egress rules exist.
+        if not spec.get("policyTypes"):
+            spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
     elif kind.plural == "namespaces" and not kind.group:
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         meta.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = meta.get("name", "")

@@ -754,6 +754,14 @@ class Store:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
+            if kind.plural == "pods" and not kind.group:
+                # The real pod status strategy resets the spec only: the labels and
+                # annotations of a pods/status write stand (tests/realapi/test_differential).
+                for field in ("labels", "annotations"):
+                    if field in new.get("metadata", {}):
+                        merged["metadata"][field] = new["metadata"][field]
+                    else:
+                        merged["metadata"].pop(field, None)
             new = merged
         elif subresource:
             raise not_found(f"{kind.plural}/{subresource}", old_meta["name"], kind.group)

@@ -806,8 +806,13 @@ def test_generation_bumps_on_spec_changes_only(kube_api):
         "np", ns, {"metadata": {"labels": {"a": "b"}}}
     )
     assert labelled.metadata.generation == 1
-    changed = networking.patch_namespaced_network_policy(
+    assert created.spec.policy_types == ["Ingress"]  # defaulted, as the real server does
+    same = networking.patch_namespaced_network_policy(
         "np", ns, {"spec": {"policyTypes": ["Ingress"]}}
+    )
+    assert same.metadata.generation == 1  # the default written back: no spec change
+    changed = networking.patch_namespaced_network_policy(
+        "np", ns, {"spec": {"policyTypes": ["Ingress", "Egress"]}}
     )
     assert changed.metadata.generation == 2
 
@@ -824,7 +829,7 @@ def test_status_subresource_is_separate_from_the_main_resource(kube_api):
         "st", ns, {"metadata": {"labels": {"x": "z"}}, "status": {"phase": "Running"}}
     )
     assert status.status.phase == "Running"
-    assert status.metadata.labels == {"x": "y"}
+    assert status.metadata.labels == {"x": "z"}  # pods/status keeps only the spec (real server)
 
 
 def test_scheduling_gates_can_be_removed_but_not_added(kube_api):

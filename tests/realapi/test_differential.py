@@ -393,10 +393,6 @@ def test_every_namespace_gets_the_kube_root_ca_configmap(pair: Pair, real: Real)
     same(fake, real_names, "ConfigMaps of a new namespace")
 
 
-@known_difference(
-    "fake: no NetworkPolicy defaulting (real: policyTypes defaults to [Ingress], so "
-    "patching it to [Ingress] is a no-op that does not bump metadata.generation)",
-)
 def test_network_policy_policy_types_default(pair: Pair) -> None:
     policy = {
         "apiVersion": "networking.k8s.io/v1",
@@ -409,10 +405,6 @@ def test_network_policy_policy_types_default(pair: Pair) -> None:
     same(fake, real, "defaulted policyTypes")
 
 
-@known_difference(
-    "fake: a pods/status write ignores metadata (real: labels in a pods/status patch are "
-    "applied; only spec and a few metadata fields are reset)",
-)
 def test_pod_status_patch_applies_labels(pair: Pair) -> None:
     pair.both(lambda r: r.create(pod("st", nodeName="ghost-node"), pair.namespace))
     body = {"metadata": {"labels": {"x": "z"}}, "status": {"phase": "Running"}}

@@ -270,6 +270,31 @@ def main(
     serve(config_path, kubeconfig, namespace, identity, no_leader_elect)
 
 
+def _leader(
+    kube: KubeClient,
+    config: Config,
+    own_namespace: str,
+    identity: str,
+    no_leader_elect: bool,
+    *,
+    on_change: Callable[[bool], None],
+) -> LeaderElector | AlwaysLeader:
+    """The Lease elector the config asks for, or AlwaysLeader without election."""
+    if no_leader_elect or not config.leader_election.enabled:
+        return AlwaysLeader()
+    election = config.leader_election
+    return LeaderElector(
+        kube,
+        config.lease_namespace(own_namespace),
+        election.lease_name,
+        identity,
+        lease_duration_s=election.lease_duration_s,
+        renew_deadline_s=election.renew_deadline_s,
+        retry_period_s=election.retry_period_s,
+        on_change=on_change,
+    )
+
+
 def serve(
     config_path: str | None,
     kubeconfig: str | None,
@@ -309,21 +334,9 @@ def serve(
         if leading and syncer_ref:
             syncer_ref[0].engine.enqueue_all()
 
-    leader: LeaderElector | AlwaysLeader
-    if no_leader_elect or not config.leader_election.enabled:
-        leader = AlwaysLeader()
-    else:
-        election = config.leader_election
-        leader = LeaderElector(
-            kube,
-            config.lease_namespace(own_namespace),
-            election.lease_name,
-            identity,
-            lease_duration_s=election.lease_duration_s,
-            renew_deadline_s=election.renew_deadline_s,
-            retry_period_s=election.retry_period_s,
-            on_change=on_leadership,
-        )
+    leader = _leader(
+        kube, config, own_namespace, identity, no_leader_elect, on_change=on_leadership
+    )
     started = options_from(config, own_namespace)
     syncer = Syncer(
         GuardedKube(kube, leader),

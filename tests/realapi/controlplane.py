@@ -350,6 +350,9 @@ class ControlPlane:
                 f"--secure-port={scheduler_port}",
                 f"--cert-dir={self.workdir / 'scheduler-certs'}",
                 "--leader-elect=false",
+                # A pod judged unschedulable (e.g. while the test node was not yet Ready) is
+                # retried within 15 s, not after the default 5 min.
+                "--pod-max-in-unschedulable-pods-duration=15s",
                 "--v=1",
             ],
         )

@@ -4,13 +4,17 @@ It knows no kind. Every key is `(origin kind, namespace, name)` and comes from a
 ConfigMap, so the engine owns the intent and status caches; a reconciler adds the caches
 of what it reads (`Reconciler.caches`) and turns one key into one pass (`reconcile`).
 Watch events queue keys (batched a moment when they change a live object); workers take
-one key at a time, only while this replica leads; a failed pass is retried with a capped
-delay; a periodic resync looks at every key a timer does not cover. All state lives in the
+one key at a time, only while this replica leads; a failed pass is retried after a per-key
+exponential backoff with jitter, bounded overall by a retry bucket (client-go's controller
+rate limiter, `syncer.kube.ratelimit`), and a server's `Retry-After` or a squatted status
+name holds the key off until then; a periodic resync looks at every key a timer does not
+cover. All state lives in the
 cluster, so a new process (or a new leader) resumes from the status ConfigMaps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -22,11 +26,19 @@ from typing import Final, Protocol
 
 from renderer import naming
 from syncer import metrics, status
-from syncer.errors import ConflictError, NotLeaderError, PermanentError, SyncerError
+from syncer.errors import (
+    ConflictError,
+    NotLeaderError,
+    PermanentError,
+    SquattedError,
+    SyncerError,
+    TransientError,
+)
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, Kube, Manifest
 from syncer.kube.informer import Informer
+from syncer.kube.ratelimit import BASE_DELAY_S, MAX_DELAY_S, ItemBackoff, TokenBucket
 from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
@@ -37,8 +49,9 @@ _LOG = logging.getLogger(__name__)
 # dashboard request rather than two of each.
 EVENT_BATCH_S: Final = 0.05
 _PRUNE_EVERY: Final = 1024  # events between sweeps of stale event times
-_CONFLICT_RETRY_S: Final = 0.2
-_CRASH_RETRY_S: Final = 30.0
+# A pass that failed for a reason no quick retry fixes (403, a squatted name, a crash)
+# backs off from this, doubling: 5, 10, 20, 40 s... (a conflict or 5xx starts at 5 ms).
+_PERMANENT_FLOOR_S: Final = 5.0
 _REJECTED_MEMORY: Final = 10_000  # refused intent versions remembered (one Event each)
 
 
@@ -51,7 +64,14 @@ class Options:
     idle_resync_s: float = 300.0
     workers: int = 8
     work_queue_limit: int = 100_000
-    retry_s: float = 3.0  # after a failed pass
+    # Failed passes: per-key backoff from `retry_base_s` doubling up to `retry_max_s`, and
+    # at most `retry_qps` retries a second overall (`retry_burst` at once), as client-go's
+    # DefaultControllerRateLimiter (5 ms..1000 s, 10 qps / 100): scaled up for thousands
+    # of keys, so a storm that failed every key does not take 1,000 s to retry them all.
+    retry_base_s: float = BASE_DELAY_S
+    retry_max_s: float = MAX_DELAY_S
+    retry_qps: float = 50.0
+    retry_burst: int = 500
 
 
 class Reconciler(Protocol):
@@ -101,6 +121,12 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._rejected: set[tuple[str, str, object]] = set()
+        self.backoff = ItemBackoff(options.retry_base_s, options.retry_max_s, rng=self._jitter)
+        self.retries = TokenBucket(options.retry_qps, options.retry_burst, clock=monotonic)
+        # Keys no pass may run for before a time (on `monotonic`): a server's Retry-After,
+        # a squatted status name, a permanent failure. Watch events do not cut it short.
+        self._hold: dict[Key, float] = {}
+        self._squats: dict[Key, object] = {}  # the squatter last reported per key
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -114,10 +140,15 @@ class Engine:
             kube,
             CONFIGMAPS,
             options.namespaces,
-            label_selector=f"{naming.ROLE}={status.ROLE_STATUS}",
+            # Only maps with the syncer's own label: a bare squatter is not cached as a
+            # record (its name is found taken when the status is created: M1).
+            label_selector=(
+                f"{naming.MANAGED_BY}={status.SYNCER_MANAGER},{naming.ROLE}={status.ROLE_STATUS}"
+            ),
             project=status.slim_status,
         )
         self.statuses.add_handler(self._on_status)
+        self.ledger = status.Ledger()  # what this process wrote to each status map (M1)
 
     def healthy(self) -> bool:
         """Whether every informer loop and worker thread lives and no watch has stalled."""
@@ -183,7 +214,7 @@ class Engine:
     def reconfigure(self, options: Options) -> None:
         """Swap in new options (one reference, read once per use: safe from another thread).
 
-        Only the resync period and the retry delay take effect; namespaces, selector,
+        Only the resync period takes effect; namespaces, selector,
         workers and the queue limit need a restart (`syncer.config.restart_required`).
         """
         self.options = options
@@ -226,6 +257,9 @@ class Engine:
         """Drop what the engine remembers of a key whose intent is gone."""
         with self._lock:
             self._event_at.pop(key, None)
+            self._hold.pop(key, None)
+            self._squats.pop(key, None)
+        self.backoff.forget(key)
 
     def route_owned(self, event: str, obj: Manifest) -> None:
         """A handler for live objects the renderer made: queue their origin's key.
@@ -256,28 +290,116 @@ class Engine:
         try:
             if not self.is_leader():
                 return True  # the new leader will look at it
+            held = self._held_for(key)
+            if held > 0:
+                self.queue.add_after(key, held)
+                return True
             wake = self._reconcilers[kind].reconcile(key)
+            self._succeeded(key)
             if wake is not None:
                 self.queue.add_after(key, wake)
         except NotLeaderError:
             self.stats["not_leader"] += 1
-        except ConflictError:
+        except ConflictError as exc:
             self._failed(kind, "conflicts", "conflict")
-            self.queue.add_after(key, _CONFLICT_RETRY_S)
+            self._retry(key, exc)
+        except SquattedError as exc:
+            self._failed(kind, "squatted", "squatted")
+            self._report_squat(key, exc)
+            self._retry(key, exc)
         except SyncerError as exc:
             self._failed(
                 kind, "errors", "permanent" if isinstance(exc, PermanentError) else "transient"
             )
             _LOG.warning("reconcile failed key=%s error=%s", key, exc)
-            self.queue.add_after(key, min(30.0, self.options.retry_s))
-        except Exception:  # noqa: BLE001 - one bad key must not stop the others
+            self._retry(key, exc)
+        except Exception as exc:  # noqa: BLE001 - one bad key must not stop the others
             self._failed(kind, "crashes", "crash")
             _LOG.exception("reconcile crashed key=%s", key)
-            self.queue.add_after(key, _CRASH_RETRY_S)
+            self._retry(key, exc)
         finally:
             self.queue.done(key)
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
         return True
+
+    # --- backoff -------------------------------------------------------------------------------
+
+    def retry_delay(self, key: Key, error: Exception) -> float:
+        """Count a failure of `key`; seconds until its retry (see the module docstring).
+
+        The larger of the key's exponential backoff (from 5 ms for a conflict or a 5xx,
+        from `_PERMANENT_FLOOR_S` for anything a quick retry cannot fix), the overall
+        retry bucket's next token, and the server's `Retry-After`.
+        """
+        transient = isinstance(error, TransientError)
+        delay = self.backoff.when(key, floor_s=0.0 if transient else _PERMANENT_FLOOR_S)
+        delay = max(delay, self.retries.reserve())
+        retry_after = getattr(error, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            delay = max(delay, min(float(retry_after), self.options.retry_max_s))
+        return delay
+
+    def _retry(self, key: Key, error: Exception) -> None:
+        delay = self.retry_delay(key, error)
+        if not isinstance(error, TransientError) or getattr(error, "retry_after", None):
+            # Nothing an event says makes this succeed sooner: hold the key until then.
+            with self._lock:
+                self._hold[key] = self.monotonic() + delay
+        self.queue.add_after(key, delay)
+
+    def _held_for(self, key: Key) -> float:
+        with self._lock:
+            until = self._hold.get(key)
+            if until is None:
+                return 0.0
+            left = until - self.monotonic()
+            if left <= 0:
+                del self._hold[key]
+            return left
+
+    def _succeeded(self, key: Key) -> None:
+        self.backoff.forget(key)
+        with self._lock:
+            self._hold.pop(key, None)
+            self._squats.pop(key, None)
+
+    def untrusted_status(self, key: Key, why: str) -> SquattedError:
+        """The error for a key whose cached status map is not the syncer's (`distrust`)."""
+        _, namespace, name = key
+        return SquattedError(
+            f"the status ConfigMap {namespace}/{naming.status_configmap_name(name)} is not "
+            f"trusted: {why}; no step is taken until it is removed"
+        )
+
+    def _report_squat(self, key: Key, error: SquattedError) -> None:
+        """One Event (on the intent ConfigMap) and one log line per squatter and key."""
+        with self._lock:
+            if self._squats.get(key) == error.message:
+                return
+            self._squats[key] = error.message
+        kind, namespace, name = key
+        _LOG.error("status ConfigMap squatted key=%s error=%s", key, error)
+        intent = self.intents.get(namespace, naming.intent_configmap_name(name))
+        involved: Manifest = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": naming.intent_configmap_name(name),
+        }
+        uid = meta.metadata(intent).get("uid") if intent is not None else None
+        if uid:
+            involved["uid"] = uid
+        event = events.build_event(
+            origin_kind=kind,
+            origin_name=name,
+            namespace=namespace,
+            involved=involved,
+            event_type="Warning",
+            reason="StatusSquatted",
+            message=str(error),
+            now=self.clock(),
+        )
+        with contextlib.suppress(NotLeaderError):  # the new leader reports it
+            events.record(self.kube, event)
 
     def _failed(self, kind: str, stat: str, error: str) -> None:
         self.stats[stat] += 1
@@ -293,7 +415,11 @@ class Engine:
     # --- running -------------------------------------------------------------------------------
 
     def enqueue_all(self) -> None:
-        """Queue every known key now (start, leadership gained; see `resync`)."""
+        """Queue every known key now (start, leadership gained; see `resync`).
+
+        Forgets what this process wrote: another replica may have written since.
+        """
+        self.ledger.clear()
         for cm in self.intents.items():
             self._on_intent("RESYNC", cm)
 

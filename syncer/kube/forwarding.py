@@ -113,12 +113,18 @@ class ForwardingKube:
         name: str,
         *,
         resource_version: str | None = None,
+        uid: str | None = None,
         propagation: str = "Background",
     ) -> bool:
         """Forward, between the write hooks."""
         self._before_write("delete", resource, name)
         gone = self._target().delete(
-            resource, namespace, name, resource_version=resource_version, propagation=propagation
+            resource,
+            namespace,
+            name,
+            resource_version=resource_version,
+            uid=uid,
+            propagation=propagation,
         )
         self._after_write("delete", resource, {})
         return gone

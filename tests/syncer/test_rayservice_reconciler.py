@@ -21,7 +21,7 @@ import pytest
 from renderer import gitops, naming
 from syncer import status
 from syncer.cli import Options, Syncer
-from syncer.errors import PermanentError
+from syncer.errors import ConflictError, PermanentError
 from syncer.kube.client import (
     CONFIGMAPS,
     EVENTS,
@@ -185,6 +185,30 @@ class GitOps:
             for entry in app["spec"]["ignoreDifferences"]
         }
 
+    def _sync_one(
+        self,
+        resource: Resource,
+        key: tuple[str, str],
+        obj: Manifest,
+        ignored: dict[tuple[str, str], list[str]],
+    ) -> None:
+        live = self.kube.get(resource, self.namespace, key[1])
+        if live is None:
+            self.kube.create(resource, self.namespace, obj)
+            return
+        declared = copy.deepcopy(obj)
+        for pointer in ignored.get(key, []):
+            _pointer_set(declared, pointer, _pointer_get(live, pointer))
+        parts = [p for p in ("metadata", "spec", "data") if p in declared]
+        if all(_contains(live.get(p), declared[p]) for p in parts):
+            return  # in sync (Argo CD's diff ignores what the server defaulted)
+        merged = copy.deepcopy(live)
+        for part in parts:
+            merged[part] = _merge(live.get(part), declared[part])
+        if merged != live:
+            self.kube.replace(resource, self.namespace, merged)
+            self.updated.append(key)
+
     def sync(self, objects: list[Manifest]) -> None:
         ignored = self.ignored(objects)
         wanted = {}
@@ -194,22 +218,12 @@ class GitOps:
                 continue
             key = (str(obj["kind"]), str(obj["metadata"]["name"]))
             wanted[key] = obj
-            live = self.kube.get(resource, self.namespace, key[1])
-            if live is None:
-                self.kube.create(resource, self.namespace, obj)
-                continue
-            declared = copy.deepcopy(obj)
-            for pointer in ignored.get(key, []):
-                _pointer_set(declared, pointer, _pointer_get(live, pointer))
-            parts = [p for p in ("metadata", "spec", "data") if p in declared]
-            if all(_contains(live.get(p), declared[p]) for p in parts):
-                continue  # in sync (Argo CD's diff ignores what the server defaulted)
-            merged = copy.deepcopy(live)
-            for part in parts:
-                merged[part] = _merge(live.get(part), declared[part])
-            if merged != live:
-                self.kube.replace(resource, self.namespace, merged)
-                self.updated.append(key)
+            for _attempt in range(5):
+                try:
+                    self._sync_one(resource, key, obj, ignored)
+                    break
+                except ConflictError:
+                    continue  # the syncer wrote its annotations meanwhile: read again, as Argo CD
         for key, obj in self.applied.items():
             if key in wanted:
                 continue

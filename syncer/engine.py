@@ -14,7 +14,6 @@ cluster, so a new process (or a new leader) resumes from the status ConfigMaps.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
@@ -38,7 +37,7 @@ from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, Kube, Manifest
 from syncer.kube.informer import Informer
-from syncer.kube.ratelimit import BASE_DELAY_S, MAX_DELAY_S, ItemBackoff, TokenBucket
+from syncer.kube.ratelimit import BASE_DELAY_S, MAX_DELAY_S, RetryPolicy
 from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
@@ -49,10 +48,6 @@ _LOG = logging.getLogger(__name__)
 # dashboard request rather than two of each.
 EVENT_BATCH_S: Final = 0.05
 _PRUNE_EVERY: Final = 1024  # events between sweeps of stale event times
-# A pass that failed for a reason no quick retry fixes (403, a squatted name, a crash)
-# backs off from this, doubling: 5, 10, 20, 40 s... (a conflict or 5xx starts at 5 ms).
-_PERMANENT_FLOOR_S: Final = 5.0
-_REJECTED_MEMORY: Final = 10_000  # refused intent versions remembered (one Event each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +67,17 @@ class Options:
     retry_max_s: float = MAX_DELAY_S
     retry_qps: float = 50.0
     retry_burst: int = 500
+
+
+def _retry_policy(options: Options, clock: Callable[[], float], rng: random.Random) -> RetryPolicy:
+    return RetryPolicy(
+        base_s=options.retry_base_s,
+        max_s=options.retry_max_s,
+        qps=options.retry_qps,
+        burst=options.retry_burst,
+        clock=clock,
+        rng=rng,
+    )
 
 
 class Reconciler(Protocol):
@@ -120,13 +126,8 @@ class Engine:
         self._caches: list[Cache] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-        self._rejected: set[tuple[str, str, object]] = set()
-        self.backoff = ItemBackoff(options.retry_base_s, options.retry_max_s, rng=self._jitter)
-        self.retries = TokenBucket(options.retry_qps, options.retry_burst, clock=monotonic)
-        # Keys no pass may run for before a time (on `monotonic`): a server's Retry-After,
-        # a squatted status name, a permanent failure. Watch events do not cut it short.
-        self._hold: dict[Key, float] = {}
-        self._squats: dict[Key, object] = {}  # the squatter last reported per key
+        self.reports = events.Reporter(kube, clock=clock, is_leader=is_leader)
+        self.retry = _retry_policy(options, monotonic, self._jitter)
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -165,33 +166,7 @@ class Engine:
         One Event on that ConfigMap, in its own namespace, and one count; nothing else
         until the ConfigMap changes.
         """
-        version = (meta.namespace(cm), meta.name(cm), meta.metadata(cm).get("resourceVersion"))
-        with self._lock:
-            if version in self._rejected:
-                return
-            if len(self._rejected) > _REJECTED_MEMORY:
-                self._rejected.clear()
-            self._rejected.add(version)
-        _LOG.error(
-            "intent refused namespace=%s configmap=%s error=%s", version[0], version[1], error
-        )
-        metrics.RECONCILE_ERRORS.labels(kind, "intent").inc()
-        involved: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "name": version[1]}
-        uid = meta.metadata(cm).get("uid")
-        if uid:
-            involved["uid"] = uid
-        event = events.build_event(
-            origin_kind=kind,
-            origin_name=meta.label(cm, naming.ORIGIN_NAME) or version[1],
-            namespace=version[0],
-            involved=involved,
-            event_type="Warning",
-            reason="IntentRefused",
-            message=str(error),
-            now=self.clock(),
-        )
-        if self.is_leader():
-            events.record(self.kube, event)
+        self.reports.intent_refused(kind, cm, error)
 
     # --- set-up ------------------------------------------------------------------------------
 
@@ -257,9 +232,7 @@ class Engine:
         """Drop what the engine remembers of a key whose intent is gone."""
         with self._lock:
             self._event_at.pop(key, None)
-            self._hold.pop(key, None)
-            self._squats.pop(key, None)
-        self.backoff.forget(key)
+        self.retry.succeeded(key)
 
     def route_owned(self, event: str, obj: Manifest) -> None:
         """A handler for live objects the renderer made: queue their origin's key.
@@ -290,12 +263,12 @@ class Engine:
         try:
             if not self.is_leader():
                 return True  # the new leader will look at it
-            held = self._held_for(key)
+            held = self.retry.held_for(key)
             if held > 0:
                 self.queue.add_after(key, held)
                 return True
             wake = self._reconcilers[kind].reconcile(key)
-            self._succeeded(key)
+            self.retry.succeeded(key)
             if wake is not None:
                 self.queue.add_after(key, wake)
         except NotLeaderError:
@@ -305,7 +278,8 @@ class Engine:
             self._retry(key, exc)
         except SquattedError as exc:
             self._failed(kind, "squatted", "squatted")
-            self._report_squat(key, exc)
+            intent = self.intents.get(key[1], naming.intent_configmap_name(key[2]))
+            self.reports.status_squatted(*key, intent, exc)
             self._retry(key, exc)
         except SyncerError as exc:
             self._failed(
@@ -322,84 +296,9 @@ class Engine:
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
         return True
 
-    # --- backoff -------------------------------------------------------------------------------
-
-    def retry_delay(self, key: Key, error: Exception) -> float:
-        """Count a failure of `key`; seconds until its retry (see the module docstring).
-
-        The larger of the key's exponential backoff (from 5 ms for a conflict or a 5xx,
-        from `_PERMANENT_FLOOR_S` for anything a quick retry cannot fix), the overall
-        retry bucket's next token, and the server's `Retry-After`.
-        """
-        transient = isinstance(error, TransientError)
-        delay = self.backoff.when(key, floor_s=0.0 if transient else _PERMANENT_FLOOR_S)
-        delay = max(delay, self.retries.reserve())
-        retry_after = getattr(error, "retry_after", None)
-        if isinstance(retry_after, int | float) and retry_after > 0:
-            delay = max(delay, min(float(retry_after), self.options.retry_max_s))
-        return delay
-
     def _retry(self, key: Key, error: Exception) -> None:
-        delay = self.retry_delay(key, error)
-        if not isinstance(error, TransientError) or getattr(error, "retry_after", None):
-            # Nothing an event says makes this succeed sooner: hold the key until then.
-            with self._lock:
-                self._hold[key] = self.monotonic() + delay
-        self.queue.add_after(key, delay)
-
-    def _held_for(self, key: Key) -> float:
-        with self._lock:
-            until = self._hold.get(key)
-            if until is None:
-                return 0.0
-            left = until - self.monotonic()
-            if left <= 0:
-                del self._hold[key]
-            return left
-
-    def _succeeded(self, key: Key) -> None:
-        self.backoff.forget(key)
-        with self._lock:
-            self._hold.pop(key, None)
-            self._squats.pop(key, None)
-
-    def untrusted_status(self, key: Key, why: str) -> SquattedError:
-        """The error for a key whose cached status map is not the syncer's (`distrust`)."""
-        _, namespace, name = key
-        return SquattedError(
-            f"the status ConfigMap {namespace}/{naming.status_configmap_name(name)} is not "
-            f"trusted: {why}; no step is taken until it is removed"
-        )
-
-    def _report_squat(self, key: Key, error: SquattedError) -> None:
-        """One Event (on the intent ConfigMap) and one log line per squatter and key."""
-        with self._lock:
-            if self._squats.get(key) == error.message:
-                return
-            self._squats[key] = error.message
-        kind, namespace, name = key
-        _LOG.error("status ConfigMap squatted key=%s error=%s", key, error)
-        intent = self.intents.get(namespace, naming.intent_configmap_name(name))
-        involved: Manifest = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "name": naming.intent_configmap_name(name),
-        }
-        uid = meta.metadata(intent).get("uid") if intent is not None else None
-        if uid:
-            involved["uid"] = uid
-        event = events.build_event(
-            origin_kind=kind,
-            origin_name=name,
-            namespace=namespace,
-            involved=involved,
-            event_type="Warning",
-            reason="StatusSquatted",
-            message=str(error),
-            now=self.clock(),
-        )
-        with contextlib.suppress(NotLeaderError):  # the new leader reports it
-            events.record(self.kube, event)
+        transient = isinstance(error, TransientError)
+        self.queue.add_after(key, self.retry.failed(key, error, transient=transient))
 
     def _failed(self, kind: str, stat: str, error: str) -> None:
         self.stats[stat] += 1

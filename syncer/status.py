@@ -164,6 +164,14 @@ class Ledger:
             return len(self._versions)
 
 
+def untrusted(namespace: str, origin_name: str, why: str) -> SquattedError:
+    """The error for a key whose cached status map is not the syncer's (see `distrust`)."""
+    return SquattedError(
+        f"the status ConfigMap {namespace}/{naming.status_configmap_name(origin_name)} is "
+        f"not trusted: {why}; no step is taken until it is removed"
+    )
+
+
 def distrust(
     cm: Manifest,
     *,

@@ -186,8 +186,8 @@ class Kube(Protocol):
         ...
 
 
-class KubeClient:
-    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+class _Http:
+    """The HTTP side of `KubeClient`: requests, Retry-After, errors, request counts."""
 
     def __init__(
         self,
@@ -211,37 +211,6 @@ class KubeClient:
         self.retried_after = 0  # requests repeated after the server's Retry-After
         # Requests by (HTTP method, status code or "error"): what the metrics publisher shows.
         self.calls: Counter[tuple[str, str]] = Counter()
-
-    @classmethod
-    def from_environment(
-        cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
-    ) -> KubeClient:
-        """In-cluster config when running in a Pod, else the kubeconfig file."""
-        if kubeconfig is None:
-            try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
-                return cls(client.ApiClient(), user_agent=user_agent)
-            except config.ConfigException:
-                pass
-        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
-        return cls(api_client, user_agent=user_agent)
-
-    def with_timeout(self, timeout_s: float) -> KubeClient:
-        """A client on the same connections and counters whose requests time out sooner.
-
-        The lease renewal's: its two requests must end within the renew deadline.
-        """
-        other = KubeClient(
-            self._api, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
-        )
-        other._lock, other.calls = self._lock, self.calls
-        return other
-
-    def close(self) -> None:
-        """Release pooled connections."""
-        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
-
-    # --- transport -----------------------------------------------------------------------
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         hook = getattr(self._config, "refresh_api_key_hook", None)
@@ -357,6 +326,39 @@ class KubeClient:
         if not isinstance(decoded, dict):
             raise PermanentError(f"{method} {path}: expected a JSON object")
         return decoded
+
+
+class KubeClient(_Http):
+    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+
+    @classmethod
+    def from_environment(
+        cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
+    ) -> KubeClient:
+        """In-cluster config when running in a Pod, else the kubeconfig file."""
+        if kubeconfig is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
+                return cls(client.ApiClient(), user_agent=user_agent)
+            except config.ConfigException:
+                pass
+        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
+        return cls(api_client, user_agent=user_agent)
+
+    def with_timeout(self, timeout_s: float) -> KubeClient:
+        """A client on the same connections and counters whose requests time out sooner.
+
+        The lease renewal's: its two requests must end within the renew deadline.
+        """
+        other = KubeClient(
+            self._api, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
+        )
+        other._lock, other.calls = self._lock, self.calls
+        return other
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
 
     # --- verbs -----------------------------------------------------------------------------
 

@@ -110,3 +110,64 @@ class ItemBackoff:
     def __len__(self) -> int:
         with self._lock:
             return len(self._failures)
+
+
+# A pass that failed for a reason no quick retry fixes (403, a squatted name, a crash)
+# backs off from this, doubling: 5, 10, 20, 40 s... (a conflict or a 5xx starts at 5 ms).
+PERMANENT_FLOOR_S: Final = 5.0
+
+
+class RetryPolicy:
+    """When a key whose pass failed runs again: client-go's controller rate limiter.
+
+    The larger of the key's exponential backoff (from `base_s` for a transient error,
+    from `PERMANENT_FLOOR_S` for any other), the overall retry bucket's next token, and
+    the server's `Retry-After`. A `Retry-After` or a non-transient failure also *holds*
+    the key: no pass before then, whatever watch events arrive (`held_for`).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_s: float,
+        max_s: float,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.backoff = ItemBackoff(base_s, max_s, rng=rng)
+        self.bucket = TokenBucket(qps, burst, clock=clock)
+        self.max_s = max_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._hold: dict[Hashable, float] = {}
+
+    def failed(self, key: Hashable, error: Exception, *, transient: bool) -> float:
+        """Count a failure of `key`; the seconds until its retry (held when it must wait)."""
+        delay = self.backoff.when(key, floor_s=0.0 if transient else PERMANENT_FLOOR_S)
+        delay = max(delay, self.bucket.reserve())
+        retry_after = getattr(error, "retry_after", None)
+        if isinstance(retry_after, int | float) and retry_after > 0:
+            delay = max(delay, min(float(retry_after), self.max_s))
+        if not transient or retry_after:
+            with self._lock:
+                self._hold[key] = self._clock() + delay
+        return delay
+
+    def held_for(self, key: Hashable) -> float:
+        """Seconds `key` is still held (0: a pass may run)."""
+        with self._lock:
+            until = self._hold.get(key)
+            if until is None:
+                return 0.0
+            left = until - self._clock()
+            if left <= 0:
+                del self._hold[key]
+            return left
+
+    def succeeded(self, key: Hashable) -> None:
+        """`key` succeeded (or is gone): forget its failures and any hold."""
+        self.backoff.forget(key)
+        with self._lock:
+            self._hold.pop(key, None)

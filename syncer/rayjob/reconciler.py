@@ -168,7 +168,7 @@ class RayJobReconciler:
                 ledger=self.engine.ledger,
             )
             if why is not None:
-                raise self.engine.untrusted_status(key, why)
+                raise status.untrusted(ns, name, why)
         record = status.read_record(status_cm, machine.Record.from_json)
         observation = self.observe(intent, record, since=self.engine.event_time(key))
         settings = self.settings()

@@ -126,6 +126,7 @@ class RayServiceReconciler:
         except IntentError as exc:
             self.engine.reject_intent(KIND, intent_cm, exc)
             return None
+        self._refuse_claimants(intent_cm)
         status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
         if status_cm is not None:
             why = status.distrust(
@@ -136,7 +137,7 @@ class RayServiceReconciler:
                 ledger=self.engine.ledger,
             )
             if why is not None:
-                raise self.engine.untrusted_status(key, why)
+                raise status.untrusted(ns, name, why)
         record = status.read_record(status_cm, Record.from_json)
         decision = machine.decide(self.observe(intent, record), self.settings)
         # Publish before acting: a pass whose status cannot be written (a conflict, a
@@ -158,24 +159,27 @@ class RayServiceReconciler:
         self._track(key, intent_cm, decision.record)
         return decision.wake_after
 
-    def _confirm_intent(self, intent_cm: Manifest) -> None:
-        """Right before a destructive step: the pass's intent is still the one current intent.
+    def _refuse_claimants(self, intent_cm: Manifest) -> None:
+        """Refuse (one Event each) every other ConfigMap labelled for this RayService.
 
-        The live `<svc>-kuberay-intent` must be the very version the pass decided on
-        (else ConflictError: the next pass decides again); any other ConfigMap labelled
-        for this RayService is refused (one Event each) and never acted on.
+        Only `<svc>-kuberay-intent` speaks for it; a second claimant is never parsed.
         """
         ns, cm_name = meta.namespace(intent_cm), meta.name(intent_cm)
         origin = meta.label(intent_cm, naming.ORIGIN_NAME)
         for other in self.engine.intents.by_index(views.BY_SERVICE, (ns, origin)):
             if meta.name(other) != cm_name:
-                self.engine.reject_intent(
-                    KIND,
-                    other,
-                    IntentError(
-                        f"a second intent for RayService {origin}: only {cm_name} speaks for it"
-                    ),
+                error = IntentError(
+                    f"a second intent for RayService {origin}: only {cm_name} speaks for it"
                 )
+                self.engine.reject_intent(KIND, other, error)
+
+    def _confirm_intent(self, intent_cm: Manifest) -> None:
+        """Right before a destructive step: the pass's intent is still the current one.
+
+        The live `<svc>-kuberay-intent` must be the very version the pass decided on
+        (else ConflictError: the next pass decides again).
+        """
+        ns, cm_name = meta.namespace(intent_cm), meta.name(intent_cm)
         live = self.kube.get(CONFIGMAPS, ns, cm_name)
         mine, theirs = meta.metadata(intent_cm), meta.metadata(live or {})
         if live is None or any(mine.get(k) != theirs.get(k) for k in ("uid", "resourceVersion")):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from syncer.cli import Options, reloaded_options
 from syncer.config import APPLIED_FIELDS, RESTART_FIELDS, UNUSED_FIELDS, Config, parse_config
 from syncer.errors import (
     ConflictError,
+    IntentError,
     NotLeaderError,
     PermanentError,
     SquattedError,
@@ -37,7 +39,10 @@ from syncer.kube.ratelimit import ItemBackoff, TokenBucket
 from syncer.kube.timestamps import format_time
 from syncer.kube.workqueue import WorkQueue
 from syncer.rayjob import machine
+from syncer.rayjob.intent import parse_job_intent
 from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.harness import render
+from tests.syncer.test_rayjob_reconciler import JOB
 
 
 class Clock:
@@ -423,3 +428,25 @@ def test_the_write_bucket_is_configured_and_checked() -> None:
     assert (config.api_write_qps, config.api_write_burst) == (25.0, 50)
     config, problems = parse_config("api_write_qps: 0\n", "c.yaml")
     assert config is None and "api_write_qps" in str(problems[0].problem)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {"namespace": "kube-system"},  # a namespace the syncer does not watch
+        {"namespace": "ml", "name": "someone-else"},
+    ],
+)
+def test_an_intent_naming_another_place_is_a_clean_intent_error(claim: Manifest) -> None:
+    objects = render(_job_text(), "ml")
+    cm = next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")
+    payload = json.loads(cm["data"][naming.INTENT_KEY])
+    payload["metadata"] = {**payload.get("metadata", {}), **claim}
+    cm = {**cm, "data": {naming.INTENT_KEY: json.dumps(payload)}}
+    cm["metadata"] = {**cm["metadata"], "namespace": "ml", "uid": "u"}
+    with pytest.raises(IntentError, match="metadata"):
+        parse_job_intent(cm)
+
+
+def _job_text() -> str:
+    return JOB.format(mode="HTTPMode", backoff=0)

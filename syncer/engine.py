@@ -248,7 +248,9 @@ class Engine:
         self.enqueue(origin, meta.namespace(cm), name)
 
     def _on_status(self, event: str, cm: Manifest) -> None:
-        if event == "DELETED":
+        if event == "DELETED":  # a distrusted map removed: no need to wait out its backoff
+            kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+            self.retry.succeeded((kind, meta.namespace(cm), name))
             self._on_intent(event, cm)
 
     # --- one key -------------------------------------------------------------------------------

@@ -238,9 +238,21 @@ def test_a_forged_status_record_drives_no_stop_and_no_cleanup(rig: Rig, kube_api
     # rewrite of the forged map.
     assert _pod_writes(kube_api, since, victim_pods) == []
     assert rig.dashboard.calls["stop_job"] == stops_before
-    assert kube_api.fake.audit.writes(resource="configmaps", name=name, since=since + 1) == []
+    rewrites = kube_api.fake.audit.writes(resource="configmaps", name=name, since=since)
+    assert [r for r in rewrites if r.user_agent == SYNCER_AGENT] == []
     assert rig.ray_status(submission) == "RUNNING"
     assert len(_events(rig, "StatusSquatted")) == 1
+    # The forgery removed, the victim is looked at again at once (no backoff to wait out)
+    # and its status published from what is live: still running.
+    rig.kube.delete(CONFIGMAPS, rig.namespace, name)
+    wait_until(
+        lambda: _status_of(rig, "victim").get("status", {}).get("jobStatus") == "RUNNING",
+        timeout=30,
+        what="the victim's status published again",
+    )
+    for pod in victim_pods:  # (its status words may be mirrored on the head pod again)
+        annotations = rig.pod(pod)["metadata"].get("annotations") or {}
+        assert naming.SHUTDOWN_REQUESTED not in annotations
 
 
 # --- M5 / M4: the lease lost in the middle of a pass -----------------------------------------

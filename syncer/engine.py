@@ -141,11 +141,7 @@ class Engine:
             kube,
             CONFIGMAPS,
             options.namespaces,
-            # Only maps with the syncer's own label: a bare squatter is not cached as a
-            # record (its name is found taken when the status is created: M1).
-            label_selector=(
-                f"{naming.MANAGED_BY}={status.SYNCER_MANAGER},{naming.ROLE}={status.ROLE_STATUS}"
-            ),
+            label_selector=status.STATUS_SELECTOR,  # the syncer's own maps only (M1)
             project=status.slim_status,
         )
         self.statuses.add_handler(self._on_status)
@@ -233,6 +229,7 @@ class Engine:
         with self._lock:
             self._event_at.pop(key, None)
         self.retry.succeeded(key)
+        self.ledger.drop(key[1], naming.status_configmap_name(key[2]))
 
     def route_owned(self, event: str, obj: Manifest) -> None:
         """A handler for live objects the renderer made: queue their origin's key.

@@ -29,6 +29,9 @@ STATUS_KEY: Final = "status.json"
 ROLE_STATUS: Final = "status"
 SYNCER_MANAGER: Final = "kuberay-syncer"
 STATUS_ANNOTATION_PREFIX: Final = "status.kuberay.io/"
+# What the status cache selects: a bare squatter is not cached as a record (its name is
+# found taken when the status is created, M1).
+STATUS_SELECTOR: Final = f"{naming.MANAGED_BY}={SYNCER_MANAGER},{naming.ROLE}={ROLE_STATUS}"
 _LOG = logging.getLogger(__name__)
 
 R = TypeVar("R")

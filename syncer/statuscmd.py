@@ -16,12 +16,11 @@ import click
 from renderer import emit, naming
 from syncer.errors import SyncerError
 from syncer.kube.client import CONFIGMAPS, KubeClient
-from syncer.status import STATUS_KEY, SYNCER_MANAGER
+from syncer.status import STATUS_KEY, STATUS_SELECTOR, SYNCER_MANAGER
 
 Manifest = dict[str, Any]
 ROLE_STATUS = "status"
-# Only the syncer's own maps (M1): a ConfigMap without its label is not a status.
-_SELECTOR = f"{naming.MANAGED_BY}={SYNCER_MANAGER},{naming.ROLE}={ROLE_STATUS}"
+_SELECTOR = STATUS_SELECTOR  # only the syncer's own maps (M1)
 _JOB_COLUMNS = (
     "NAMESPACE",
     "NAME",

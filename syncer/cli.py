@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import ipaddress
 import logging
 import os
 import signal
@@ -33,7 +34,8 @@ from syncer.httpserver import HealthServer, MetricsServer
 from syncer.kube.cache import Cache
 from syncer.kube.client import PODS, SECRETS, Kube, KubeClient
 from syncer.kube.leader import AlwaysLeader, GuardedKube, LeaderElector
-from syncer.logs import setup_logging
+from syncer.kube.ratelimit import TokenBucket
+from syncer.logs import set_level, setup_logging
 from syncer.ray.dashboard import HttpDashboard
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
@@ -71,7 +73,6 @@ class Options:
             idle_resync_s=self.idle_resync_s,
             workers=self.workers,
             work_queue_limit=self.work_queue_limit,
-            retry_s=self.poll_interval_s,
         )
 
     def for_rayjob(self) -> rayjob_reconciler.Options:
@@ -185,6 +186,22 @@ def options_from(config: Config, own_namespace: str) -> Options:
     )
 
 
+def reloaded_options(started: Options, new: Config, own_namespace: str) -> Options:
+    """What a reload applies: the fields of `config.APPLIED_FIELDS`, the rest as started.
+
+    Fields that need a restart (namespaces, selector, workers, ...: `RESTART_FIELDS`)
+    keep what the process started with; the config watcher names them in its warning.
+    """
+    fresh = options_from(new, own_namespace)
+    return dataclasses.replace(
+        started,
+        poll_interval_s=fresh.poll_interval_s,
+        idle_resync_s=fresh.idle_resync_s,
+        ttl_mode=fresh.ttl_mode,
+        settings=fresh.settings,
+    )
+
+
 def _auth_token(kube: KubeClient, config: Config, namespace: str) -> str | None:
     if not config.dashboard_auth_secret:
         return None
@@ -258,6 +275,11 @@ class _MetricsPublisher:
     help="Leader-election identity (default: $POD_NAME, else host name and PID).",
 )
 @click.option("--no-leader-elect", is_flag=True, help="Run without a Lease (a single replica).")
+@click.option(
+    "--bind-address",
+    default=None,
+    help="The address the health and metrics endpoints listen on (overrides bind_address).",
+)
 @click.version_option(VERSION)
 def main(
     config_path: str | None,
@@ -265,9 +287,10 @@ def main(
     namespace: str | None,
     identity: str | None,
     no_leader_elect: bool,
+    bind_address: str | None,
 ) -> None:
     """Run the kuberay-syncer daemon."""
-    serve(config_path, kubeconfig, namespace, identity, no_leader_elect)
+    serve(config_path, kubeconfig, namespace, identity, no_leader_elect, bind_address=bind_address)
 
 
 def _leader(
@@ -283,8 +306,10 @@ def _leader(
     if no_leader_elect or not config.leader_election.enabled:
         return AlwaysLeader()
     election = config.leader_election
+    # Both requests of one renewal must end within the renew deadline (review M5).
+    lease_kube = kube.with_timeout(min(10.0, election.renew_deadline_s / 2))
     return LeaderElector(
-        kube,
+        lease_kube,
         config.lease_namespace(own_namespace),
         election.lease_name,
         identity,
@@ -295,6 +320,23 @@ def _leader(
     )
 
 
+def _load(config_path: str | None, bind_address: str | None) -> Config:
+    """The config file (exit 2 with every problem when it is bad), `--bind-address` applied."""
+    try:
+        config = load_config(config_path) if config_path else Config()
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    if bind_address is not None:
+        try:
+            ipaddress.ip_address(bind_address)
+        except ValueError:
+            click.echo(f"--bind-address: expected an IP address, got {bind_address!r}", err=True)
+            sys.exit(2)
+        config = dataclasses.replace(config, bind_address=bind_address)
+    return config
+
+
 def serve(
     config_path: str | None,
     kubeconfig: str | None,
@@ -303,13 +345,10 @@ def serve(
     no_leader_elect: bool,
     *,
     dashboards: Callable[[str], Dashboard] | None = None,
+    bind_address: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT; `dashboards` replaces the HTTP dashboard factory."""
-    try:
-        config = load_config(config_path) if config_path else Config()
-    except ConfigError as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(2)
+    config = _load(config_path, bind_address)
     setup_logging(config.log_level)
     own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "default"
     identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
@@ -338,8 +377,9 @@ def serve(
         kube, config, own_namespace, identity, no_leader_elect, on_change=on_leadership
     )
     started = options_from(config, own_namespace)
+    writes = TokenBucket(config.api_write_qps, config.api_write_burst)
     syncer = Syncer(
-        GuardedKube(kube, leader),
+        GuardedKube(kube, leader, bucket=writes),
         started,
         dashboards=dashboards or _dashboards(config, token),
         is_leader=leader.is_fresh,
@@ -348,20 +388,10 @@ def serve(
 
     def apply(new: Config) -> None:
         # Runs on the watcher's thread: the parts swap in new frozen options, so a pass
-        # sees the old or the new values, never a mix within one part. Fields that need
-        # a restart (namespaces, selector, workers) keep what the process started with;
-        # the watcher logs the reload, counts it and names those fields.
+        # sees the old or the new values, never a mix within one part.
         nonlocal config
-        fresh = options_from(new, own_namespace)
-        syncer.reconfigure(
-            dataclasses.replace(
-                started,
-                poll_interval_s=fresh.poll_interval_s,
-                idle_resync_s=fresh.idle_resync_s,
-                ttl_mode=fresh.ttl_mode,
-                settings=fresh.settings,
-            )
-        )
+        syncer.reconfigure(reloaded_options(started, new, own_namespace))
+        set_level(new.log_level)
         config = new
 
     watcher = ConfigWatcher(config_path, config, apply, logger=_LOG) if config_path else None

@@ -4,8 +4,11 @@ It knows no kind. Every key is `(origin kind, namespace, name)` and comes from a
 ConfigMap, so the engine owns the intent and status caches; a reconciler adds the caches
 of what it reads (`Reconciler.caches`) and turns one key into one pass (`reconcile`).
 Watch events queue keys (batched a moment when they change a live object); workers take
-one key at a time, only while this replica leads; a failed pass is retried with a capped
-delay; a periodic resync looks at every key a timer does not cover. All state lives in the
+one key at a time, only while this replica leads; a failed pass is retried after a per-key
+exponential backoff with jitter, bounded overall by a retry bucket (client-go's controller
+rate limiter, `syncer.kube.ratelimit`), and a server's `Retry-After` or a squatted status
+name holds the key off until then; a periodic resync looks at every key a timer does not
+cover. All state lives in the
 cluster, so a new process (or a new leader) resumes from the status ConfigMaps.
 """
 
@@ -22,11 +25,19 @@ from typing import Final, Protocol
 
 from renderer import naming
 from syncer import metrics, status
-from syncer.errors import ConflictError, NotLeaderError, PermanentError, SyncerError
+from syncer.errors import (
+    ConflictError,
+    NotLeaderError,
+    PermanentError,
+    SquattedError,
+    SyncerError,
+    TransientError,
+)
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, Kube, Manifest
 from syncer.kube.informer import Informer
+from syncer.kube.ratelimit import BASE_DELAY_S, MAX_DELAY_S, RetryPolicy
 from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
@@ -37,9 +48,6 @@ _LOG = logging.getLogger(__name__)
 # dashboard request rather than two of each.
 EVENT_BATCH_S: Final = 0.05
 _PRUNE_EVERY: Final = 1024  # events between sweeps of stale event times
-_CONFLICT_RETRY_S: Final = 0.2
-_CRASH_RETRY_S: Final = 30.0
-_REJECTED_MEMORY: Final = 10_000  # refused intent versions remembered (one Event each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +59,25 @@ class Options:
     idle_resync_s: float = 300.0
     workers: int = 8
     work_queue_limit: int = 100_000
-    retry_s: float = 3.0  # after a failed pass
+    # Failed passes: per-key backoff from `retry_base_s` doubling up to `retry_max_s`, and
+    # at most `retry_qps` retries a second overall (`retry_burst` at once), as client-go's
+    # DefaultControllerRateLimiter (5 ms..1000 s, 10 qps / 100): scaled up for thousands
+    # of keys, so a storm that failed every key does not take 1,000 s to retry them all.
+    retry_base_s: float = BASE_DELAY_S
+    retry_max_s: float = MAX_DELAY_S
+    retry_qps: float = 50.0
+    retry_burst: int = 500
+
+
+def _retry_policy(options: Options, clock: Callable[[], float], rng: random.Random) -> RetryPolicy:
+    return RetryPolicy(
+        base_s=options.retry_base_s,
+        max_s=options.retry_max_s,
+        qps=options.retry_qps,
+        burst=options.retry_burst,
+        clock=clock,
+        rng=rng,
+    )
 
 
 class Reconciler(Protocol):
@@ -100,7 +126,8 @@ class Engine:
         self._caches: list[Cache] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-        self._rejected: set[tuple[str, str, object]] = set()
+        self.reports = events.Reporter(kube, clock=clock, is_leader=is_leader)
+        self.retry = _retry_policy(options, monotonic, self._jitter)
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -114,10 +141,11 @@ class Engine:
             kube,
             CONFIGMAPS,
             options.namespaces,
-            label_selector=f"{naming.ROLE}={status.ROLE_STATUS}",
+            label_selector=status.STATUS_SELECTOR,  # the syncer's own maps only (M1)
             project=status.slim_status,
         )
         self.statuses.add_handler(self._on_status)
+        self.ledger = status.Ledger()  # what this process wrote to each status map (M1)
 
     def healthy(self) -> bool:
         """Whether every informer loop and worker thread lives and no watch has stalled."""
@@ -134,33 +162,7 @@ class Engine:
         One Event on that ConfigMap, in its own namespace, and one count; nothing else
         until the ConfigMap changes.
         """
-        version = (meta.namespace(cm), meta.name(cm), meta.metadata(cm).get("resourceVersion"))
-        with self._lock:
-            if version in self._rejected:
-                return
-            if len(self._rejected) > _REJECTED_MEMORY:
-                self._rejected.clear()
-            self._rejected.add(version)
-        _LOG.error(
-            "intent refused namespace=%s configmap=%s error=%s", version[0], version[1], error
-        )
-        metrics.RECONCILE_ERRORS.labels(kind, "intent").inc()
-        involved: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "name": version[1]}
-        uid = meta.metadata(cm).get("uid")
-        if uid:
-            involved["uid"] = uid
-        event = events.build_event(
-            origin_kind=kind,
-            origin_name=meta.label(cm, naming.ORIGIN_NAME) or version[1],
-            namespace=version[0],
-            involved=involved,
-            event_type="Warning",
-            reason="IntentRefused",
-            message=str(error),
-            now=self.clock(),
-        )
-        if self.is_leader():
-            events.record(self.kube, event)
+        self.reports.intent_refused(kind, cm, error)
 
     # --- set-up ------------------------------------------------------------------------------
 
@@ -183,7 +185,7 @@ class Engine:
     def reconfigure(self, options: Options) -> None:
         """Swap in new options (one reference, read once per use: safe from another thread).
 
-        Only the resync period and the retry delay take effect; namespaces, selector,
+        Only the resync period takes effect; namespaces, selector,
         workers and the queue limit need a restart (`syncer.config.restart_required`).
         """
         self.options = options
@@ -226,6 +228,8 @@ class Engine:
         """Drop what the engine remembers of a key whose intent is gone."""
         with self._lock:
             self._event_at.pop(key, None)
+        self.retry.succeeded(key)
+        self.ledger.drop(key[1], naming.status_configmap_name(key[2]))
 
     def route_owned(self, event: str, obj: Manifest) -> None:
         """A handler for live objects the renderer made: queue their origin's key.
@@ -241,7 +245,9 @@ class Engine:
         self.enqueue(origin, meta.namespace(cm), name)
 
     def _on_status(self, event: str, cm: Manifest) -> None:
-        if event == "DELETED":
+        if event == "DELETED":  # a distrusted map removed: no need to wait out its backoff
+            kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+            self.retry.succeeded((kind, meta.namespace(cm), name))
             self._on_intent(event, cm)
 
     # --- one key -------------------------------------------------------------------------------
@@ -256,28 +262,42 @@ class Engine:
         try:
             if not self.is_leader():
                 return True  # the new leader will look at it
+            held = self.retry.held_for(key)
+            if held > 0:
+                self.queue.add_after(key, held)
+                return True
             wake = self._reconcilers[kind].reconcile(key)
+            self.retry.succeeded(key)
             if wake is not None:
                 self.queue.add_after(key, wake)
         except NotLeaderError:
             self.stats["not_leader"] += 1
-        except ConflictError:
+        except ConflictError as exc:
             self._failed(kind, "conflicts", "conflict")
-            self.queue.add_after(key, _CONFLICT_RETRY_S)
+            self._retry(key, exc)
+        except SquattedError as exc:
+            self._failed(kind, "squatted", "squatted")
+            intent = self.intents.get(key[1], naming.intent_configmap_name(key[2]))
+            self.reports.status_squatted(*key, intent, exc)
+            self._retry(key, exc)
         except SyncerError as exc:
             self._failed(
                 kind, "errors", "permanent" if isinstance(exc, PermanentError) else "transient"
             )
             _LOG.warning("reconcile failed key=%s error=%s", key, exc)
-            self.queue.add_after(key, min(30.0, self.options.retry_s))
-        except Exception:  # noqa: BLE001 - one bad key must not stop the others
+            self._retry(key, exc)
+        except Exception as exc:  # noqa: BLE001 - one bad key must not stop the others
             self._failed(kind, "crashes", "crash")
             _LOG.exception("reconcile crashed key=%s", key)
-            self.queue.add_after(key, _CRASH_RETRY_S)
+            self._retry(key, exc)
         finally:
             self.queue.done(key)
             metrics.RECONCILE_SECONDS.labels(kind=kind).observe(time.perf_counter() - started)
         return True
+
+    def _retry(self, key: Key, error: Exception) -> None:
+        transient = isinstance(error, TransientError)
+        self.queue.add_after(key, self.retry.failed(key, error, transient=transient))
 
     def _failed(self, kind: str, stat: str, error: str) -> None:
         self.stats[stat] += 1
@@ -293,7 +313,11 @@ class Engine:
     # --- running -------------------------------------------------------------------------------
 
     def enqueue_all(self) -> None:
-        """Queue every known key now (start, leadership gained; see `resync`)."""
+        """Queue every known key now (start, leadership gained; see `resync`).
+
+        Forgets what this process wrote: another replica may have written since.
+        """
+        self.ledger.clear()
         for cm in self.intents.items():
             self._on_intent("RESYNC", cm)
 

@@ -70,5 +70,13 @@ class GoneError(TransientError):
     """HTTP 410: a watch or list resourceVersion is too old; list again."""
 
 
+class SquattedError(PermanentError):
+    """The status ConfigMap's name is held by an object the syncer did not write (M1).
+
+    Reported once (an Event on the intent, a metric) and retried with a long backoff; the
+    syncer never writes to that object, and takes none of its own steps for the key meanwhile.
+    """
+
+
 class NotLeaderError(SyncerError):
     """A write was attempted without a fresh leader lease; nothing was written."""

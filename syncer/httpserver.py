@@ -2,7 +2,11 @@
 
 `HealthServer` answers `/healthz` and `/readyz` from two callables; `MetricsServer` serves
 a `Registry` at `/metrics`. Each is a stdlib `ThreadingHTTPServer` in a daemon thread,
-started and stopped explicitly. They serve no other paths and read no other state.
+started and stopped explicitly. They serve no other paths and read no other state. A
+connection that sends nothing for `SOCKET_TIMEOUT_S` is closed, and at most
+`MAX_CONNECTIONS` are served at once (more are closed at once): a client that opens
+connections and sends nothing cannot pile up threads (review M7). A failed check answers
+500, as controller-runtime's health endpoints do.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from syncer.metrics import CONTENT_TYPE, Registry
 
@@ -21,6 +25,8 @@ Check = Callable[[], bool | tuple[bool, str]]
 _TEXT: Final = "text/plain; charset=utf-8"
 # How often serve_forever looks for a shutdown request: bounds how long stop() takes.
 _POLL_INTERVAL_S: Final = 0.05
+SOCKET_TIMEOUT_S: Final = 5.0
+MAX_CONNECTIONS: Final = 16
 _LOG = logging.getLogger(__name__)
 
 
@@ -34,16 +40,40 @@ class _Server(http.server.ThreadingHTTPServer):
         address: tuple[str, int],
         handler: type[http.server.BaseHTTPRequestHandler],
         routes: dict[str, Callable[[], tuple[int, str, bytes]]],
+        *,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.routes = routes
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.refused = 0  # connections closed because every slot was taken
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve in a thread if a slot is free, else close the connection at once."""
+        if not self.slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one connection, then give its slot back."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT_S  # on the connection's socket: a silent client is dropped
 
     def _answer(self, with_body: bool) -> None:
         path = self.path.split("?", 1)[0]
@@ -148,13 +178,13 @@ def _probe(check: Check, what: str) -> Callable[[], tuple[int, str, bytes]]:
         ok, reason = result if isinstance(result, tuple) else (result, f"not {what}")
         if ok:
             return 200, _TEXT, b"ok\n"
-        return 503, _TEXT, f"{reason}\n".encode()
+        return 500, _TEXT, f"{reason}\n".encode()
 
     return answer
 
 
 class HealthServer(_Endpoint):
-    """`/healthz` (liveness) and `/readyz` (readiness): 200 "ok", or 503 with the reason."""
+    """`/healthz` (liveness) and `/readyz` (readiness): 200 "ok", or 500 with the reason."""
 
     _name = "health"
 

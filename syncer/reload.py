@@ -16,7 +16,14 @@ from pathlib import Path
 import watchfiles
 
 from syncer import metrics
-from syncer.config import Config, format_config_errors, parse_config, restart_required
+from syncer.config import (
+    UNUSED_FIELDS,
+    Config,
+    changed,
+    format_config_errors,
+    parse_config,
+    restart_required,
+)
 
 _LOG = logging.getLogger(__name__)
 
@@ -148,6 +155,13 @@ class ConfigWatcher:
             self._log.warning(
                 "config changed; %s take effect at the next restart",
                 ", ".join(pending),
+                extra={"path": str(self._path)},
+            )
+        unused = changed(old, new, UNUSED_FIELDS)
+        if unused:
+            self._log.warning(
+                "config changed; %s has no effect in this version",
+                ", ".join(unused),
                 extra={"path": str(self._path)},
             )
         self._log.info("config reloaded", extra={"path": str(self._path)})

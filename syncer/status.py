@@ -2,21 +2,25 @@
 
 One record per RayJob or RayService: canonical JSON under `status.json` plus a few flat
 keys for `kubectl`, labelled with the origin and owned by the object that anchors it. This
-module reads the record back (`read_record`), writes the map (`publish`) and mirrors a few
-status words as annotations on the anchor (`annotate`). It also holds the projections of
-the ConfigMaps the engine caches. The record's shape is each kind's own (`to_json`).
+module reads the record back (`read_record`), decides whether a cached map is the syncer's
+own (`distrust`: labels, owner, and the `Ledger` of what this process wrote), writes the map
+(`publish`: create, or a merge patch guarded by resourceVersion; a name held by a foreign
+map is a `SquattedError`, never overwritten) and mirrors a few status words as annotations
+on the anchor (`annotate`, a merge patch that names the object's uid). It also holds the
+projections of the ConfigMaps the engine caches. The record's shape is each kind's own.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from renderer import naming
-from syncer.errors import ConflictError
+from syncer.errors import ConflictError, SquattedError, SyncerError
 from syncer.kube import meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, Kube, Manifest, Resource
@@ -25,6 +29,9 @@ STATUS_KEY: Final = "status.json"
 ROLE_STATUS: Final = "status"
 SYNCER_MANAGER: Final = "kuberay-syncer"
 STATUS_ANNOTATION_PREFIX: Final = "status.kuberay.io/"
+# What the status cache selects: a bare squatter is not cached as a record (its name is
+# found taken when the status is created, M1).
+STATUS_SELECTOR: Final = f"{naming.MANAGED_BY}={SYNCER_MANAGER},{naming.ROLE}={ROLE_STATUS}"
 _LOG = logging.getLogger(__name__)
 
 R = TypeVar("R")
@@ -39,7 +46,14 @@ _CONFIGMAP_META: Final = (
     "ownerReferences",
     "deletionTimestamp",
 )
-_STATUS_META: Final = ("name", "namespace", "resourceVersion", "labels", "deletionTimestamp")
+_STATUS_META: Final = (
+    "name",
+    "namespace",
+    "resourceVersion",
+    "labels",
+    "ownerReferences",
+    "deletionTimestamp",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +104,104 @@ def slim_configmap(cm: Manifest, *, keep: Iterable[str] | None = None) -> Manife
 
 
 def slim_status(cm: Manifest) -> Manifest:
-    """A status ConfigMap as cached: labels, data and resourceVersion (no uid, no owner).
+    """A status ConfigMap as cached: labels, owner, data and resourceVersion (no uid).
 
     The syncer writes the whole map each time and reads back only those.
     """
-    return slim_configmap(cm, keep=_STATUS_META)
+    slim = slim_configmap(cm, keep=_STATUS_META)
+    owners = slim["metadata"].get("ownerReferences")
+    if owners is not None:
+        # Only what `distrust` compares: the owners' uids.
+        slim["metadata"]["ownerReferences"] = [
+            {"uid": str(o.get("uid") or "")} for o in owners if isinstance(o, dict)
+        ]
+    return slim
+
+
+def status_labels(origin_kind: str, origin_name: str) -> dict[str, str]:
+    """The labels of the syncer's status ConfigMap for one origin."""
+    return {
+        naming.MANAGED_BY: SYNCER_MANAGER,
+        naming.ORIGIN_KIND: origin_kind,
+        naming.ORIGIN_NAME: origin_name,
+        naming.ROLE: ROLE_STATUS,
+    }
+
+
+class Ledger:
+    """The resourceVersion of each status ConfigMap as this process last wrote it.
+
+    A cached map whose version differs was written by someone else since (review M1):
+    its record is not trusted. Cleared when this replica gains the lease (the other
+    replica wrote meanwhile); an entry is dropped when a write's outcome is unknown.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[tuple[str, str], str] = {}
+
+    def wrote(self, cm: Manifest) -> None:
+        """Remember the version of a map this process just wrote."""
+        version = str(meta.metadata(cm).get("resourceVersion") or "")
+        with self._lock:
+            self._versions[(meta.namespace(cm), meta.name(cm))] = version
+
+    def drop(self, namespace: str, name: str) -> None:
+        """Forget one map (its last write may or may not have landed)."""
+        with self._lock:
+            self._versions.pop((namespace, name), None)
+
+    def clear(self) -> None:
+        """Forget every map."""
+        with self._lock:
+            self._versions.clear()
+
+    def foreign(self, cm: Manifest) -> bool:
+        """Whether `cm` changed since this process last wrote it (False if it never did)."""
+        with self._lock:
+            mine = self._versions.get((meta.namespace(cm), meta.name(cm)))
+        return mine is not None and mine != str(meta.metadata(cm).get("resourceVersion") or "")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._versions)
+
+
+def untrusted(namespace: str, origin_name: str, why: str) -> SquattedError:
+    """The error for a key whose cached status map is not the syncer's (see `distrust`)."""
+    return SquattedError(
+        f"the status ConfigMap {namespace}/{naming.status_configmap_name(origin_name)} is "
+        f"not trusted: {why}; no step is taken until it is removed"
+    )
+
+
+def distrust(
+    cm: Manifest,
+    *,
+    origin_kind: str,
+    origin_name: str,
+    owner_uids: Collection[str] = (),
+    ledger: Ledger | None = None,
+) -> str | None:
+    """Why a status ConfigMap is not the syncer's own record (None: it is).
+
+    Checks the labels the syncer writes (managed-by, origin kind and name, role), that its
+    owners include one of `owner_uids` (the anchor objects that exist now; not checked when
+    none does), and that nobody wrote it since this process did (`ledger`). Labels and
+    owners can be copied by anyone who may create ConfigMaps there; the admission policy
+    of issue 8 is what closes that. A distrusted record drives no step of the syncer.
+    """
+    labels = meta.metadata(cm).get("labels") or {}
+    for key, value in status_labels(origin_kind, origin_name).items():
+        if labels.get(key) != value:
+            return f"label {key} is {labels.get(key)!r}, not {value!r}"
+    owners = [str(o.get("uid") or "") for o in meta.metadata(cm).get("ownerReferences") or []]
+    known = {uid for uid in owner_uids if uid}
+    if known and owners and not known & set(owners):
+        return "it is owned by none of the objects that anchor the status"
+    if ledger is not None and ledger.foreign(cm):
+        return "it was changed by another writer since the syncer wrote it"
+    return None
 
 
 def read_record(status_cm: Manifest | None, from_json: Callable[[Manifest], R]) -> R | None:
@@ -122,30 +229,57 @@ def publish(
     fields: Mapping[str, str],
     owner: Owner | None,
     current: Manifest | None,
+    ledger: Ledger | None = None,
 ) -> Manifest:
-    """Create or replace the status ConfigMap (guarded by `current`'s resourceVersion)."""
-    metadata: Manifest = {
-        "name": naming.status_configmap_name(origin_name),
-        "namespace": namespace,
-        "labels": {
-            naming.MANAGED_BY: SYNCER_MANAGER,
-            naming.ORIGIN_KIND: origin_kind,
-            naming.ORIGIN_NAME: origin_name,
-            naming.ROLE: ROLE_STATUS,
-        },
-    }
+    """Create the status ConfigMap, or merge-patch it guarded by `current`'s resourceVersion.
+
+    A patch (not a PUT) keeps labels and annotations others added. When the create finds
+    the name taken: a map that is the syncer's own is cached (ConflictError: the next pass
+    patches it); any other is a `SquattedError`, and nothing is written to it.
+    """
+    name = naming.status_configmap_name(origin_name)
+    metadata: Manifest = {"labels": status_labels(origin_kind, origin_name)}
     if owner is not None:
         metadata["ownerReferences"] = [owner.reference()]
     data = {STATUS_KEY: json.dumps(record, sort_keys=True, separators=(",", ":")), **fields}
-    if current is None:
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-        written = kube.create(CONFIGMAPS, namespace, body)
-    else:
-        metadata["resourceVersion"] = meta.metadata(current).get("resourceVersion")
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-        written = kube.replace(CONFIGMAPS, namespace, body)
+    try:
+        if current is None:
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, **metadata},
+                "data": data,
+            }
+            written = _create(kube, statuses, body, origin_kind, origin_name)
+        else:
+            metadata["resourceVersion"] = meta.metadata(current).get("resourceVersion")
+            written = kube.patch(CONFIGMAPS, namespace, name, {"metadata": metadata, "data": data})
+    except SyncerError as exc:
+        if ledger is not None and exc.status is None:
+            ledger.drop(namespace, name)  # no answer: the write may have landed
+        raise
+    if ledger is not None:
+        ledger.wrote(written)
     statuses.upsert(written)
     return written
+
+
+def _create(kube: Kube, statuses: Cache, body: Manifest, kind: str, origin: str) -> Manifest:
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    try:
+        return kube.create(CONFIGMAPS, namespace, body)
+    except ConflictError:
+        existing = kube.get(CONFIGMAPS, namespace, name)
+        if existing is None:
+            raise  # gone again: the next pass creates it
+        why = distrust(existing, origin_kind=kind, origin_name=origin)
+        if why is not None:
+            raise SquattedError(
+                f"the status ConfigMap {namespace}/{name} exists and is not the syncer's: "
+                f"{why}; not overwritten"
+            ) from None
+        statuses.upsert(existing)  # the syncer's own, not yet in the cache
+        raise
 
 
 def annotate(
@@ -160,22 +294,27 @@ def annotate(
     """Mirror status words as annotations on a rendered object (best effort).
 
     Skipped when they are there already (the caches keep them, so a restarted syncer does
-    not write them again) or `obj` is not the renderer's. `guarded`: the patch tests the
-    cached resourceVersion (a conflict waits for the next pass).
+    not write them again) or `obj` is not the renderer's. The merge patch names the cached
+    uid, which the server refuses to change (422): an object deleted and re-created under
+    the name since is not written (review M4). `guarded` adds the resourceVersion. A
+    refused patch waits for the next pass.
     """
     if obj is None or not meta.is_rendered(obj):
         return
-    have = meta.metadata(obj).get("annotations") or {}
+    metadata = meta.metadata(obj)
+    have = metadata.get("annotations") or {}
     if all(have.get(k, "") == v for k, v in wanted.items()):
         return
-    metadata: Manifest = {"annotations": dict(wanted)}
+    uid = str(metadata.get("uid") or "")
+    if not uid:
+        return  # no identity to guard the write with
+    body: Manifest = {"uid": uid, "annotations": dict(wanted)}
     if guarded:
-        metadata = {
-            "resourceVersion": str(meta.metadata(obj).get("resourceVersion") or ""),
-            **metadata,
-        }
+        body["resourceVersion"] = str(metadata.get("resourceVersion") or "")
     try:
-        patched = kube.patch(resource, meta.namespace(obj), meta.name(obj), {"metadata": metadata})
-    except ConflictError:
-        return  # the next pass sees the new version
+        patched = kube.patch(resource, meta.namespace(obj), meta.name(obj), {"metadata": body})
+    except SyncerError as exc:
+        if isinstance(exc, ConflictError) or exc.status == 422:
+            return  # changed or re-created: the next pass sees the new version
+        raise
     cache.upsert(patched)

@@ -16,10 +16,11 @@ import click
 from renderer import emit, naming
 from syncer.errors import SyncerError
 from syncer.kube.client import CONFIGMAPS, KubeClient
-from syncer.status import STATUS_KEY
+from syncer.status import STATUS_KEY, STATUS_SELECTOR, SYNCER_MANAGER
 
 Manifest = dict[str, Any]
 ROLE_STATUS = "status"
+_SELECTOR = STATUS_SELECTOR  # only the syncer's own maps (M1)
 _JOB_COLUMNS = (
     "NAMESPACE",
     "NAME",
@@ -114,7 +115,7 @@ def status(
             sys.stdout.write(emit.dump(status_document(cm)))
             return
         scope = None if all_namespaces else (namespace or "default")
-        items, _ = kube.list(CONFIGMAPS, scope, label_selector=f"{naming.ROLE}={ROLE_STATUS}")
+        items, _ = kube.list(CONFIGMAPS, scope, label_selector=_SELECTOR)
     except SyncerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
@@ -123,8 +124,16 @@ def status(
 
 
 def collectable(cm: Manifest) -> str | None:
-    """Why the object behind a status ConfigMap may now leave git, or None."""
+    """Why the object behind a status ConfigMap may now leave git, or None.
+
+    Only a map with the syncer's label and the status name of the origin it labels (M1).
+    """
     labels = (cm.get("metadata") or {}).get("labels") or {}
+    origin = str(labels.get(naming.ORIGIN_NAME) or "")
+    if labels.get(naming.MANAGED_BY) != SYNCER_MANAGER or (cm.get("metadata") or {}).get(
+        "name"
+    ) != naming.status_configmap_name(origin):
+        return None
     document = status_document(cm)
     status = document.get("status") or {}
     own = document.get("syncer") or {}
@@ -149,7 +158,7 @@ def gc(namespace: str | None, all_namespaces: bool, kubeconfig: str | None) -> N
     try:
         kube = KubeClient.from_environment(kubeconfig)
         scope = None if all_namespaces else (namespace or "default")
-        items, _ = kube.list(CONFIGMAPS, scope, label_selector=f"{naming.ROLE}={ROLE_STATUS}")
+        items, _ = kube.list(CONFIGMAPS, scope, label_selector=_SELECTOR)
     except SyncerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

@@ -3,17 +3,21 @@
 Uses the `kubernetes` package for configuration only (kubeconfig or in-cluster: host,
 TLS, credentials) and speaks REST through its urllib3 pool, so objects stay JSON dicts
 (the generated model classes cost memory and time at thousands of objects). Every
-failure leaves as `TransientError` / `PermanentError` (or their subclasses).
+failure leaves as `TransientError` / `PermanentError` (or their subclasses). A 429 or 5xx
+that carries `Retry-After` is retried after that long, a few times, as client-go's rest
+client does; past that the error carries the hint (`retry_after`) for the engine's backoff.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
+import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import quote, urlencode
@@ -35,6 +39,28 @@ LIST_PAGE: Final = 100  # objects per list request (bigger pages fragment memory
 MIN_POOL_SIZE: Final = 32
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
+# Retry-After: how many times one request is repeated (client-go: 10), and the longest
+# single wait; a longer hint is not waited for here but handed to the engine's backoff.
+RETRY_AFTER_ATTEMPTS: Final = 3
+RETRY_AFTER_MAX_WAIT_S: Final = 5.0
+
+
+def parse_retry_after(value: object, *, now: float | None = None) -> float | None:
+    """`Retry-After` in seconds: delta-seconds or an HTTP date (None when absent or bad)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), 3600.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +175,19 @@ class Kube(Protocol):
         name: str,
         *,
         resource_version: str | None = None,
+        uid: str | None = None,
         propagation: str = "Background",
     ) -> bool:
-        """Delete an object; False when it was already gone."""
+        """Delete an object; False when it was already gone.
+
+        `resource_version` and `uid` are preconditions: the server refuses (409) to delete
+        an object that changed, or was re-created under the same name, since it was read.
+        """
         ...
 
 
-class KubeClient:
-    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+class _Http:
+    """The HTTP side of `KubeClient`: requests, Retry-After, errors, request counts."""
 
     def __init__(
         self,
@@ -164,8 +195,10 @@ class KubeClient:
         *,
         timeout_s: float = 10.0,
         user_agent: str = "kuberay-syncer",
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._user_agent = user_agent
+        self._sleep = sleep
         self._api = api_client
         self._config = api_client.configuration
         self._pool: urllib3.PoolManager = api_client.rest_client.pool_manager
@@ -175,28 +208,9 @@ class KubeClient:
         self._timeout = timeout_s
         self._lock = threading.Lock()
         self.requests = 0
+        self.retried_after = 0  # requests repeated after the server's Retry-After
         # Requests by (HTTP method, status code or "error"): what the metrics publisher shows.
         self.calls: Counter[tuple[str, str]] = Counter()
-
-    @classmethod
-    def from_environment(
-        cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
-    ) -> KubeClient:
-        """In-cluster config when running in a Pod, else the kubeconfig file."""
-        if kubeconfig is None:
-            try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
-                return cls(client.ApiClient(), user_agent=user_agent)
-            except config.ConfigException:
-                pass
-        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
-        return cls(api_client, user_agent=user_agent)
-
-    def close(self) -> None:
-        """Release pooled connections."""
-        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
-
-    # --- transport -----------------------------------------------------------------------
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         hook = getattr(self._config, "refresh_api_key_hook", None)
@@ -228,6 +242,34 @@ class KubeClient:
         if data is not None and content_type is None:
             content_type = "application/json"
         read = timeout_s if timeout_s is not None else self._timeout
+        attempt = 1
+        while True:
+            try:
+                return self._send(method, url, path, data, content_type, stream, read)
+            except TransientError as exc:
+                wait = exc.retry_after
+                if (
+                    stream
+                    or wait is None
+                    or wait > RETRY_AFTER_MAX_WAIT_S
+                    or attempt >= RETRY_AFTER_ATTEMPTS
+                ):
+                    raise
+            attempt += 1
+            with self._lock:
+                self.retried_after += 1
+            self._sleep(wait)
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        path: str,
+        data: bytes | None,
+        content_type: str | None,
+        stream: bool,
+        read: float,
+    ) -> urllib3.BaseHTTPResponse:
         with self._lock:
             self.requests += 1
         try:
@@ -266,8 +308,11 @@ class KubeClient:
                 message = str(decoded["message"])
         except ValueError:
             pass
-        retry = headers.get("Retry-After") if headers is not None else None
-        retry_after = float(retry) if retry and str(retry).isdigit() else None
+        retry_after = None
+        if status == 429 or status >= 500:
+            retry_after = parse_retry_after(
+                headers.get("Retry-After") if headers is not None else None
+            )
         return error_for_status(
             status, f"{method} {path}: {status} {message}", retry_after=retry_after
         )
@@ -281,6 +326,39 @@ class KubeClient:
         if not isinstance(decoded, dict):
             raise PermanentError(f"{method} {path}: expected a JSON object")
         return decoded
+
+
+class KubeClient(_Http):
+    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+
+    @classmethod
+    def from_environment(
+        cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
+    ) -> KubeClient:
+        """In-cluster config when running in a Pod, else the kubeconfig file."""
+        if kubeconfig is None:
+            try:
+                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
+                return cls(client.ApiClient(), user_agent=user_agent)
+            except config.ConfigException:
+                pass
+        api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
+        return cls(api_client, user_agent=user_agent)
+
+    def with_timeout(self, timeout_s: float) -> KubeClient:
+        """A client on the same connections and counters whose requests time out sooner.
+
+        The lease renewal's: its two requests must end within the renew deadline.
+        """
+        other = KubeClient(
+            self._api, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
+        )
+        other._lock, other.calls = self._lock, self.calls
+        return other
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
 
     # --- verbs -----------------------------------------------------------------------------
 
@@ -432,6 +510,7 @@ class KubeClient:
         name: str,
         *,
         resource_version: str | None = None,
+        uid: str | None = None,
         propagation: str = "Background",
     ) -> bool:
         """Delete an object; False when it was already gone."""
@@ -440,8 +519,9 @@ class KubeClient:
             "kind": "DeleteOptions",
             "propagationPolicy": propagation,
         }
-        if resource_version is not None:
-            body["preconditions"] = {"resourceVersion": resource_version}
+        preconditions = {"resourceVersion": resource_version, "uid": uid}
+        if any(preconditions.values()):
+            body["preconditions"] = {k: v for k, v in preconditions.items() if v}
         try:
             self._json("DELETE", resource.path(namespace, name), body=body)
         except SyncerError as exc:

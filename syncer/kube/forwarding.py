@@ -30,7 +30,10 @@ class ForwardingKube:
         """Called before each create, replace, patch and delete (may raise to refuse it)."""
 
     def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
-        """Called after each write that succeeded (`body`: what was sent, {} for patch/delete)."""
+        """Called after each write that succeeded, with what was sent.
+
+        `body`: the object (create, replace), the merge patch, or {} (a JSON patch, a delete).
+        """
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -103,7 +106,7 @@ class ForwardingKube:
         """Forward, between the write hooks."""
         self._before_write("patch", resource, name)
         patched = self._target().patch(resource, namespace, name, body, content_type=content_type)
-        self._after_write("patch", resource, {})
+        self._after_write("patch", resource, body if isinstance(body, dict) else {})
         return patched
 
     def delete(
@@ -113,12 +116,18 @@ class ForwardingKube:
         name: str,
         *,
         resource_version: str | None = None,
+        uid: str | None = None,
         propagation: str = "Background",
     ) -> bool:
         """Forward, between the write hooks."""
         self._before_write("delete", resource, name)
         gone = self._target().delete(
-            resource, namespace, name, resource_version=resource_version, propagation=propagation
+            resource,
+            namespace,
+            name,
+            resource_version=resource_version,
+            uid=uid,
+            propagation=propagation,
         )
         self._after_write("delete", resource, {})
         return gone

@@ -2,10 +2,13 @@
 
 An informer lists, then watches from the list's resourceVersion; a dropped stream
 resumes from the last version seen (bookmarks included), and `410 Gone` means list
-again. Objects are cut down by a projection before they are cached, so thousands of
-pods stay small in memory. Handlers learn about changes (a MODIFIED event that changes
-nothing the projection keeps, such as the echo of a write this process cached already,
-or an annotation a projection drops, is not one); they must not block.
+again. A watch that ends within `SHORT_WATCH_S` with no event counts as a failure and
+backs off, as client-go's reflector treats a "very short watch" (review L5): a server that
+closes every watch at once is not hammered. Objects are cut down by a projection before
+they are cached, so thousands of pods stay small in memory. Handlers learn about changes
+(a MODIFIED event that changes nothing the projection keeps, such as the echo of a write
+this process cached already, or an annotation a projection drops, is not one); they must
+not block.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ Handler = Callable[[str, Manifest], None]  # (event type, object)
 Projection = Callable[[Manifest], Manifest]
 
 _LOG = logging.getLogger(__name__)
+SHORT_WATCH_S = 1.0
 
 
 def key_of(obj: Manifest) -> Key:
@@ -95,6 +99,7 @@ class Informer:
         self.relists = 0
         self.skipped = 0  # objects a projection or indexer failed on (skipped, counted)
         self.crashes = 0  # loop iterations that ended in an unexpected exception
+        self.short_watches = 0  # watches that ended at once with no event (L5)
         # Monotonic time of the last list, watch event or watch that ended normally.
         self.progress_at = time.monotonic()
         self._indexers: dict[str, Callable[[Manifest], Iterable[Hashable]]] = {}
@@ -240,9 +245,19 @@ class Informer:
                 if need_list:
                     self.relist()
                     need_list = False
-                self._watch_once()
+                started = time.monotonic()
+                seen = self._watch_once()
                 self.progress_at = time.monotonic()
-                failures = 0
+                if seen or self.progress_at - started >= SHORT_WATCH_S or self._stop.is_set():
+                    failures = 0
+                    continue
+                failures += 1
+                self.short_watches += 1
+                delay = self._backoff(failures)
+                _LOG.warning(
+                    "very short watch resource=%s retry_in=%.1fs", self.resource.plural, delay
+                )
+                self._stop.wait(delay)
             except GoneError:
                 _LOG.info("watch expired, listing again resource=%s", self.resource.plural)
                 need_list = True
@@ -309,7 +324,9 @@ class Informer:
             if key not in fresh:
                 self._notify("DELETED", obj)
 
-    def _watch_once(self) -> None:
+    def _watch_once(self) -> int:
+        """One watch until it ends; how many events (bookmarks included) it delivered."""
+        seen = 0
         events = self._kube.watch(
             self.resource,
             self.namespace,
@@ -318,8 +335,9 @@ class Informer:
             timeout_s=self._watch_timeout,
         )
         for event in events:
+            seen += 1
             if self._stop.is_set():
-                return
+                return seen
             version = str((event.object.get("metadata") or {}).get("resourceVersion") or "")
             if event.type == "BOOKMARK":
                 self.resource_version = version or self.resource_version
@@ -337,6 +355,7 @@ class Informer:
             if event.type == "MODIFIED" and old is not None and same_content(old, obj):
                 continue  # nothing the projection keeps changed (e.g. our own write's echo)
             self._notify(event.type, obj)
+        return seen
 
     def _notify(self, kind: str, obj: Manifest) -> None:
         for handler in self._handlers:

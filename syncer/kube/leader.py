@@ -3,9 +3,13 @@
 Follows client-go's rules: a lease is free when its holder is empty or its record has
 not changed for `leaseDurationSeconds` as observed locally (no clock comparison across
 machines); the holder renews every `retry_period`; leadership counts as fresh only
-while the last successful renewal is younger than `renew_deadline`. `GuardedKube`
-refuses every write unless leadership is fresh, so a paused or partitioned replica
-cannot write after another one took over.
+while the last successful renewal is younger than `renew_deadline`, timed from the
+*start* of that renewal's requests (the other replica's lease-duration clock may start as
+soon as the server committed it), and a renewal that takes longer than the deadline does
+not count (review M5). `GuardedKube` refuses every write unless leadership is fresh, so a
+paused or partitioned replica cannot write after another one took over, and spends one
+token of the shared write bucket per write (review M2), checking the lease again after
+any wait for it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 from syncer.errors import ConflictError, NotLeaderError, SyncerError
 from syncer.kube.client import LEASES, Kube, Resource
 from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.timestamps import micro_time
 
 Manifest = dict[str, Any]
@@ -61,11 +66,19 @@ class LeaderElector:
 
     def is_fresh(self) -> bool:
         """Whether this replica holds the lease and renewed it within the renew deadline."""
+        return self.fresh(0.0)
+
+    def fresh(self, margin_s: float = 0.0) -> bool:
+        """Whether the lease stays fresh for `margin_s` more seconds.
+
+        Checked before a dashboard mutation, which no resourceVersion guards: it must land
+        while this replica leads.
+        """
         with self._lock:
             return (
                 self._leader
                 and self._renewed_at is not None
-                and self._clock() - self._renewed_at < self._deadline
+                and self._clock() - self._renewed_at < self._deadline - margin_s
             )
 
     def healthy(self) -> bool:
@@ -94,7 +107,12 @@ class LeaderElector:
                 self._on_change(value)
 
     def try_acquire_or_renew(self) -> bool:
-        """One attempt; True when this replica holds a freshly renewed lease."""
+        """One attempt; True when this replica holds a freshly renewed lease.
+
+        Freshness counts from before the first request; an attempt that outlasts the renew
+        deadline is not a renewal (the lease may have changed hands meanwhile).
+        """
+        started = self._clock()
         now_wall = self._wall()
         lease = self._kube.get(LEASES, self.namespace, self.name)
         spec: Manifest = {
@@ -137,10 +155,15 @@ class LeaderElector:
         except ConflictError:
             self._lost()
             return False
+        if self._clock() - started >= self._deadline:
+            _LOG.warning("lease renewal outlasted the renew deadline; not counted")
+            if not self.is_fresh():
+                self._set_leader(False)
+            return False
         with self._lock:
-            self._renewed_at = self._clock()
+            self._renewed_at = started
             self._observed = (self.identity, spec["renewTime"])
-            self._observed_at = self._renewed_at
+            self._observed_at = started
         self._set_leader(True)
         return True
 
@@ -195,18 +218,41 @@ class AlwaysLeader:
         """Always fresh."""
         return True
 
+    def fresh(self, margin_s: float = 0.0) -> bool:
+        """Always fresh."""
+        return True
+
 
 class GuardedKube(ForwardingKube):
-    """A `Kube` whose writes happen only under fresh leadership; reads pass through."""
+    """A `Kube` whose writes happen only under fresh leadership; reads pass through.
 
-    def __init__(self, kube: Kube, leadership: LeaderElector | AlwaysLeader) -> None:
+    `writes`: the one token bucket every API write of the engine takes from (None: none).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        leadership: LeaderElector | AlwaysLeader,
+        *,
+        bucket: TokenBucket | None = None,
+    ) -> None:
         super().__init__(kube)
         self._leadership = leadership
+        self.bucket = bucket
         self.writes = 0
 
+    def fresh(self, margin_s: float = 0.0) -> bool:
+        """Whether the lease stays fresh for `margin_s` more seconds (`LeaderElector.fresh`)."""
+        return self._leadership.fresh(margin_s)
+
     def _before_write(self, verb: str, resource: Resource, name: str) -> None:
+        self._check(verb, resource, name)
+        if self.bucket is not None and self.bucket.take() > 0:
+            self._check(verb, resource, name)  # the lease may have gone while waiting
+        self.writes += 1
+
+    def _check(self, verb: str, resource: Resource, name: str) -> None:
         if not self._leadership.is_fresh():
             raise NotLeaderError(
                 f"not writing ({verb} {resource.kind}/{name}): no fresh leader lease"
             )
-        self.writes += 1

@@ -7,10 +7,16 @@ from typing import Any
 
 
 def format_time(seconds: float | None) -> str | None:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`."""
+    """RFC 3339 in UTC with whole seconds, as Kubernetes writes `metav1.Time`.
+
+    None for None and for a time no `datetime` holds (a hostile value: review L3).
+    """
     if seconds is None:
         return None
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 def parse_time(text: Any) -> float | None:

@@ -19,7 +19,7 @@ from syncer import status
 from syncer.errors import ConflictError, NotFoundError, SyncerError
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
-from syncer.kube.client import JOBS, JSON_PATCH, PODS, Kube, Manifest
+from syncer.kube.client import JOBS, JSON_PATCH, PODS, Kube, Manifest, Resource
 from syncer.ray.pool import DashboardPool
 from syncer.rayjob import machine, views
 from syncer.rayjob.intent import JobIntent
@@ -41,6 +41,18 @@ def _same_namespace_url(recorded: str, derived: str) -> str:
     if recorded.startswith("http://") and naming.is_dns1123_label(head) and rest == derived_rest:
         return recorded
     return ""
+
+
+def _delete(kube: Kube, resource: Resource, obj: Manifest) -> None:
+    """Delete `obj` with the cached uid and resourceVersion as preconditions (M4)."""
+    metadata = meta.metadata(obj)
+    kube.delete(
+        resource,
+        meta.namespace(obj),
+        meta.name(obj),
+        uid=str(metadata.get("uid") or "") or None,
+        resource_version=str(metadata.get("resourceVersion") or "") or None,
+    )
 
 
 class Actions:
@@ -78,7 +90,8 @@ class Actions:
             if ttl_mode == "delete" and intent.submitter_job:
                 job = self.jobs.get(ns, intent.submitter_job)
                 if job is not None and meta.is_rendered(job):
-                    self.kube.delete(JOBS, ns, intent.submitter_job)
+                    # Only the Job this pass looked at: not one GitOps re-created since (M4).
+                    _delete(self.kube, JOBS, job)
         elif isinstance(action, machine.Event):
             self._event(intent, action)
 
@@ -155,7 +168,7 @@ class Actions:
             return  # never touch an object without the renderer's label
         version = str(pod["metadata"].get("resourceVersion") or "")
         if ttl_mode == "delete":
-            self.kube.delete(PODS, ns, pod_name, resource_version=version or None)
+            _delete(self.kube, PODS, pod)
             self.pods.forget(ns, pod_name)
         else:
             body = {
@@ -184,6 +197,15 @@ class Actions:
                     "v1", "Pod", intent.head_pod, str(pod["metadata"].get("uid") or "")
                 )
         return None
+
+    def anchor_uids(self, intent: JobIntent) -> set[str]:
+        """The uids of the objects that may own the job's status (submitter Job, head Pod)."""
+        ns, uids = intent.namespace, set()
+        for cache, name in ((self.jobs, intent.submitter_job), (self.pods, intent.head_pod)):
+            obj = cache.get(ns, name) if name else None
+            if obj is not None and meta.metadata(obj).get("uid"):
+                uids.add(str(meta.metadata(obj)["uid"]))
+        return uids
 
     def _event(self, intent: JobIntent, event: machine.Event) -> None:
         anchor = self.anchor(intent)

@@ -593,12 +593,12 @@ def _running(p: _Pass) -> None:
         info = ray.jobs.get(rec.job_id or "") if rec.job_id else None
     if info is not None:
         status = str(info.get("status") or "")
-        start_ms, end_ms = info.get("start_time"), info.get("end_time")
+        ray_start, ray_end = _epoch_ms(info.get("start_time")), _epoch_ms(info.get("end_time"))
         p.update(
             job_status=status,
-            message=str(info.get("message") or ""),
-            ray_start_time=(start_ms / 1000.0) if start_ms else p.record.ray_start_time,
-            ray_end_time=(end_ms / 1000.0) if end_ms else p.record.ray_end_time,
+            message=str(info.get("message") or "")[:MAX_MESSAGE],
+            ray_start_time=ray_start if ray_start is not None else p.record.ray_start_time,
+            ray_end_time=ray_end if ray_end is not None else p.record.ray_end_time,
         )
         terminal = status in TERMINAL_RAY and (not has_submitter or finished_at is not None)
         if status in TERMINAL_RAY and has_submitter and finished_at is None:
@@ -777,6 +777,21 @@ def needs_dashboard(intent: JobIntent, record: Record | None, cluster_ready: boo
     if record.job_deployment_status == INITIALIZING:
         return cluster_ready
     return record.job_deployment_status == RUNNING
+
+
+# Ray's job times are epoch milliseconds; anything else (a string, a bool, a negative or
+# far-future number: the dashboard answers what its cluster's users make it) is ignored.
+_MAX_EPOCH_MS: Final = 253_402_300_799_000  # 9999-12-31T23:59:59Z
+MAX_MESSAGE: Final = 4096  # characters of Ray's job message kept in the status record
+
+
+def _epoch_ms(value: object) -> float | None:
+    """Epoch seconds from Ray's milliseconds, or None when `value` is not such a time."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not 0 < value <= _MAX_EPOCH_MS:  # also false for NaN
+        return None
+    return value / 1000.0
 
 
 def decide(obs: Observation, settings: Settings | None = None) -> Decision:

@@ -159,6 +159,16 @@ class RayJobReconciler:
             self.engine.reject_intent(KIND, intent_cm, exc)
             return None
         status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
+        if status_cm is not None:
+            why = status.distrust(
+                status_cm,
+                origin_kind=KIND,
+                origin_name=name,
+                owner_uids=self.actions.anchor_uids(intent),
+                ledger=self.engine.ledger,
+            )
+            if why is not None:
+                raise status.untrusted(ns, name, why)
         record = status.read_record(status_cm, machine.Record.from_json)
         observation = self.observe(intent, record, since=self.engine.event_time(key))
         settings = self.settings()
@@ -234,6 +244,7 @@ class RayJobReconciler:
             },
             owner=anchor if anchor is not None and anchor.uid else None,
             current=current,
+            ledger=self.engine.ledger,
         )
         self.stats["status_writes"] += 1
         self.actions.annotate_anchor(intent, anchor, record.to_status())

@@ -148,7 +148,8 @@ class Actions:
             return  # pruned by the GitOps tool, or retained by the user
         name = meta.name(obj)
         version = str(meta.metadata(obj).get("resourceVersion") or "") or None
-        self.kube.delete(resource, ns, name, resource_version=version)
+        uid = str(meta.metadata(obj).get("uid") or "") or None
+        self.kube.delete(resource, ns, name, resource_version=version, uid=uid)
         for cache in (self.pods, self.configs):
             if cache.resource == resource:
                 cache.forget(ns, name)

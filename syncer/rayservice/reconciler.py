@@ -98,6 +98,8 @@ class RayServiceReconciler:
         for cache in (self.configs, self.routes, self.gateways):
             cache.add_handler(self._on_change)
         pods.add_index(views.BY_SERVICE, views.service_of)
+        # Intents by the RayService their labels claim (a second claimant is refused).
+        engine.intents.add_index(views.BY_SERVICE, views.service_of)
         self.actions = actions.Actions(self.kube, pool, pods, self.configs, self.routes)
         self.stats = self.actions.stats
 
@@ -124,21 +126,64 @@ class RayServiceReconciler:
         except IntentError as exc:
             self.engine.reject_intent(KIND, intent_cm, exc)
             return None
+        self._refuse_claimants(intent_cm)
         status_cm = self.engine.statuses.get(ns, naming.status_configmap_name(name))
+        if status_cm is not None:
+            why = status.distrust(
+                status_cm,
+                origin_kind=KIND,
+                origin_name=name,
+                owner_uids=[str(meta.metadata(intent_cm).get("uid") or "")],
+                ledger=self.engine.ledger,
+            )
+            if why is not None:
+                raise status.untrusted(ns, name, why)
         record = status.read_record(status_cm, Record.from_json)
         decision = machine.decide(self.observe(intent, record), self.settings)
+        # Publish before acting: a pass whose status cannot be written (a conflict, a
+        # squatted name) changes nothing else (C1's demo E acted, then failed to publish).
+        published = record
+        if record is None or decision.record != record:
+            status_cm = self._publish(intent, intent_cm, status_cm, decision.record)
+            published = decision.record
         try:
             for action in decision.actions:
+                if _destructive(action):
+                    self._confirm_intent(intent_cm)
                 self._apply(intent, intent_cm, action)
         except (ConflictError, NotLeaderError):
             raise
         except SyncerError as exc:
-            return self._failed(intent, intent_cm, status_cm, record, action, exc)
-        if record is None or decision.record != record:
-            self._publish(intent, intent_cm, status_cm, decision.record)
+            return self._failed(intent, intent_cm, status_cm, published, action, exc)
         self._annotate(intent, intent_cm, decision.record)
         self._track(key, intent_cm, decision.record)
         return decision.wake_after
+
+    def _refuse_claimants(self, intent_cm: Manifest) -> None:
+        """Refuse (one Event each) every other ConfigMap labelled for this RayService.
+
+        Only `<svc>-kuberay-intent` speaks for it; a second claimant is never parsed.
+        """
+        ns, cm_name = meta.namespace(intent_cm), meta.name(intent_cm)
+        origin = meta.label(intent_cm, naming.ORIGIN_NAME)
+        for other in self.engine.intents.by_index(views.BY_SERVICE, (ns, origin)):
+            if meta.name(other) != cm_name:
+                error = IntentError(
+                    f"a second intent for RayService {origin}: only {cm_name} speaks for it"
+                )
+                self.engine.reject_intent(KIND, other, error)
+
+    def _confirm_intent(self, intent_cm: Manifest) -> None:
+        """Right before a destructive step: the pass's intent is still the current one.
+
+        The live `<svc>-kuberay-intent` must be the very version the pass decided on
+        (else ConflictError: the next pass decides again).
+        """
+        ns, cm_name = meta.namespace(intent_cm), meta.name(intent_cm)
+        live = self.kube.get(CONFIGMAPS, ns, cm_name)
+        mine, theirs = meta.metadata(intent_cm), meta.metadata(live or {})
+        if live is None or any(mine.get(k) != theirs.get(k) for k in ("uid", "resourceVersion")):
+            raise ConflictError(f"intent {ns}/{cm_name} changed since this pass read it")
 
     def observe(self, intent: ServiceIntent, record: Record | None) -> Observation:
         """Collect the state machine's inputs from the caches and the dashboards."""
@@ -221,9 +266,9 @@ class RayServiceReconciler:
         intent_cm: Manifest,
         current: Manifest | None,
         record: Record,
-    ) -> None:
+    ) -> Manifest:
         uid = str(meta.metadata(intent_cm).get("uid") or "")
-        status.publish(
+        written = status.publish(
             self.kube,
             self.engine.statuses,
             origin_kind=KIND,
@@ -237,8 +282,10 @@ class RayServiceReconciler:
             },
             owner=status.Owner("v1", "ConfigMap", meta.name(intent_cm), uid) if uid else None,
             current=current,
+            ledger=self.engine.ledger,
         )
         self.stats["status_writes"] += 1
+        return written
 
     def _annotate(self, intent: ServiceIntent, intent_cm: Manifest, record: Record) -> None:
         """Status annotations on the intent ConfigMap (git does not declare them)."""
@@ -301,6 +348,13 @@ class RayServiceReconciler:
         """A copy of every tracked RayService's phase."""
         with self._lock:
             return dict(self.states)
+
+
+def _destructive(action: Action) -> bool:
+    """Whether `action` takes something away: a generation retired, a serving label removed."""
+    if isinstance(action, Retire):
+        return True
+    return isinstance(action, Label) and any(v is None for v in action.labels.values())
 
 
 def _involved(

@@ -771,6 +771,11 @@ class Store:
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
+            # As the real server's ObjectMeta validation: a write naming another uid (the
+            # object was deleted and re-created since the writer read it) is refused.
+            message = f'Invalid value: "{meta["uid"]}": field is immutable'
+            raise invalid(kind.kind, old_meta["name"], [cause("metadata.uid", message)], kind.group)
         for kept in (
             "name",
             "namespace",

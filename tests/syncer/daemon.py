@@ -6,13 +6,16 @@ no cluster DNS, so its dashboard factory sends every intent's dashboard URL to
 `$KUBERAY_TEST_DASHBOARD_URL` (the test's Ray head), and each job submission is appended as
 a JSON line to `$KUBERAY_TEST_SUBMISSIONS`. `Daemon` starts that process in its own session,
 waits for its `started` log line and stops it by PID only: SIGTERM (graceful: the daemon
-releases its Lease) or SIGKILL (a crash).
+releases its Lease) or SIGKILL (a crash). Two more signals break the daemon from inside,
+for the liveness tests: SIGUSR1 makes the ConfigMap informer's thread end at its next watch
+(a dead thread), SIGUSR2 stalls the lease loop (held, no longer renewed).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import re
@@ -29,6 +32,8 @@ from typing import Any, Final
 
 from syncer.cli import serve
 from syncer.errors import SyncerError
+from syncer.kube.informer import Informer
+from syncer.kube.leader import LeaderElector
 from syncer.ray.dashboard import HttpDashboard
 from syncer.ray.types import Dashboard
 
@@ -100,6 +105,25 @@ def dashboard_factory(environ: Mapping[str, str]) -> Callable[[str], Dashboard] 
     return make
 
 
+def _kill_an_informer(signum: int, frame: object) -> None:
+    """SIGUSR1: the ConfigMap informers' threads end (not an Exception) at their next watch."""
+
+    def gone() -> int:
+        raise SystemExit("informer thread ended by the test (SIGUSR1)")
+
+    for obj in gc.get_objects():
+        if isinstance(obj, Informer) and obj.resource.plural == "configmaps":
+            obj._watch_once = gone  # type: ignore[method-assign]  # a test's sabotage
+
+
+def _stall_the_lease(signum: int, frame: object) -> None:
+    """SIGUSR2: the lease loop blocks in its next renewal, holding the lease unrenewed."""
+    blocked = threading.Event()
+    for obj in gc.get_objects():
+        if isinstance(obj, LeaderElector):
+            obj.try_acquire_or_renew = lambda: blocked.wait() and False  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse `kuberay-syncer`'s options and run the daemon until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(prog="python -m tests.syncer.daemon")
@@ -109,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--identity", default=None)
     parser.add_argument("--no-leader-elect", action="store_true")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGUSR1, _kill_an_informer)
+    signal.signal(signal.SIGUSR2, _stall_the_lease)
     serve(
         args.config,
         args.kubeconfig,
@@ -238,6 +264,16 @@ class Daemon:
                     f"daemon {self.identity} not ready:\n{self.log_text()[-4000:]}"
                 )
             time.sleep(0.05)
+
+    def health_url(self, timeout: float = 60.0) -> str:
+        """`http://127.0.0.1:<health port>`, from the `started` log record."""
+        found = re.search(r"health_port=(\d+)", str(self.wait_started(timeout)["message"]))
+        assert found is not None
+        return f"http://127.0.0.1:{found.group(1)}"
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the daemon, by PID."""
+        os.kill(self.pid, signum)
 
     def submissions(self) -> list[Manifest]:
         """The `submit_job` calls this daemon made, in order."""

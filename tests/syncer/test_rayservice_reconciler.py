@@ -21,7 +21,7 @@ import pytest
 from renderer import gitops, naming
 from syncer import status
 from syncer.cli import Options, Syncer
-from syncer.errors import PermanentError
+from syncer.errors import ConflictError, PermanentError
 from syncer.kube.client import (
     CONFIGMAPS,
     EVENTS,
@@ -185,6 +185,30 @@ class GitOps:
             for entry in app["spec"]["ignoreDifferences"]
         }
 
+    def _sync_one(
+        self,
+        resource: Resource,
+        key: tuple[str, str],
+        obj: Manifest,
+        ignored: dict[tuple[str, str], list[str]],
+    ) -> None:
+        live = self.kube.get(resource, self.namespace, key[1])
+        if live is None:
+            self.kube.create(resource, self.namespace, obj)
+            return
+        declared = copy.deepcopy(obj)
+        for pointer in ignored.get(key, []):
+            _pointer_set(declared, pointer, _pointer_get(live, pointer))
+        parts = [p for p in ("metadata", "spec", "data") if p in declared]
+        if all(_contains(live.get(p), declared[p]) for p in parts):
+            return  # in sync (Argo CD's diff ignores what the server defaulted)
+        merged = copy.deepcopy(live)
+        for part in parts:
+            merged[part] = _merge(live.get(part), declared[part])
+        if merged != live:
+            self.kube.replace(resource, self.namespace, merged)
+            self.updated.append(key)
+
     def sync(self, objects: list[Manifest]) -> None:
         ignored = self.ignored(objects)
         wanted = {}
@@ -194,22 +218,12 @@ class GitOps:
                 continue
             key = (str(obj["kind"]), str(obj["metadata"]["name"]))
             wanted[key] = obj
-            live = self.kube.get(resource, self.namespace, key[1])
-            if live is None:
-                self.kube.create(resource, self.namespace, obj)
-                continue
-            declared = copy.deepcopy(obj)
-            for pointer in ignored.get(key, []):
-                _pointer_set(declared, pointer, _pointer_get(live, pointer))
-            parts = [p for p in ("metadata", "spec", "data") if p in declared]
-            if all(_contains(live.get(p), declared[p]) for p in parts):
-                continue  # in sync (Argo CD's diff ignores what the server defaulted)
-            merged = copy.deepcopy(live)
-            for part in parts:
-                merged[part] = _merge(live.get(part), declared[part])
-            if merged != live:
-                self.kube.replace(resource, self.namespace, merged)
-                self.updated.append(key)
+            for _attempt in range(5):
+                try:
+                    self._sync_one(resource, key, obj, ignored)
+                    break
+                except ConflictError:
+                    continue  # the syncer wrote its annotations meanwhile: read again, as Argo CD
         for key, obj in self.applied.items():
             if key in wanted:
                 continue
@@ -752,3 +766,73 @@ def test_views_of_routes_and_gateways() -> None:
         )
         is None
     )
+
+
+# --- the trust boundary: one intent per RayService, publish before acting (issue 8) -------
+
+
+def test_a_second_intent_for_a_rayservice_is_refused_and_never_acted_on(rig: Rig) -> None:
+    v1 = render(manifest(NEW_CLUSTER), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: labelled_active(rig, gen1), "the first generation active")
+    # A second ConfigMap labelled for greeter, whose payload would retire every generation.
+    real = next(o for o in v1 if o["metadata"]["name"] == naming.intent_configmap_name("greeter"))
+    payload = json.loads(real["data"][naming.INTENT_KEY])
+    payload["derived"]["generation"] = None
+    impostor = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "impostor-kuberay-intent", "labels": real["metadata"]["labels"]},
+        "data": {naming.INTENT_KEY: json.dumps(payload)},
+    }
+    since = rig.kube_api.fake.audit.mark()
+    rig.kube.create(CONFIGMAPS, rig.namespace, impostor)
+    wait(
+        lambda: any(
+            e["reason"] == "IntentRefused"
+            and e["involvedObject"]["name"] == "impostor-kuberay-intent"
+            for e in rig.events()
+        ),
+        "the impostor refused",
+    )
+    # A real upgrade beside it: only git's intent acts (gen2 switched in, gen1 retired).
+    v2 = render(manifest(NEW_CLUSTER, cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    rig.gitops.sync(v2)
+    wait(lambda: labelled_active(rig, gen2), "the switch")
+    wait(lambda: not rig.pods(gen1), "the old generation retired")
+    deleted = {r.name for r in rig.kube_api.fake.audit.writes(since=since) if r.verb == "delete"}
+    assert not [name for name in deleted if name and gen2 in name]  # git's generation stays
+    refused = [e for e in rig.events() if e["reason"] == "IntentRefused"]
+    assert {e["involvedObject"]["name"] for e in refused} == {"impostor-kuberay-intent"}
+
+
+def test_no_pod_is_relabelled_or_deleted_while_the_status_cannot_be_written(rig: Rig) -> None:
+    v1 = render(manifest(NEW_CLUSTER), rig.namespace)
+    gen1 = generation_of(v1)
+    rig.gitops.sync(v1)
+    rig.start_syncer()
+    wait(lambda: labelled_active(rig, gen1), "the first generation active")
+    faults = rig.kube_api.fake.faults
+    rule = faults.fail(
+        503,
+        verb="patch",
+        resource="configmaps",
+        name=naming.status_configmap_name("greeter"),
+        times=None,
+    )
+    since = rig.kube_api.fake.audit.mark()
+    v2 = render(manifest(NEW_CLUSTER, cpu="2"), rig.namespace)
+    gen2 = generation_of(v2)
+    rig.gitops.sync(v2)
+    wait(lambda: len(rig.pods(gen2)) >= 2, "the new generation's pods")
+    time.sleep(3.0)  # passes that would deploy, switch and retire, were the status written
+    writes = rig.kube_api.fake.audit.writes(resource="pods", since=since)
+    # (GitOps creates the pods, the kubelet writes pods/status: neither is the syncer.)
+    assert [r for r in writes if r.verb in ("patch", "delete") and not r.subresource] == []
+    assert labelled_active(rig, gen1)
+    assert rig.for_generation(gen2).put_bodies == []  # nor a Serve deploy (publish first)
+    faults.remove(rule)
+    wait(lambda: labelled_active(rig, gen2), "the switch once the status is written")

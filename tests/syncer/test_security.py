@@ -237,7 +237,7 @@ def test_a_dead_informer_thread_fails_liveness(two: tuple[Rig, str, list[str]]) 
     informer = rig.syncer.engine.informers()[0]
     calls = {"n": 0}
 
-    def broken() -> None:
+    def broken() -> int:
         calls["n"] += 1
         if calls["n"] == 1:
             raise RuntimeError("a bug in a watch")  # caught: the loop backs off and lives

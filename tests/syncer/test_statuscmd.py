@@ -21,6 +21,7 @@ def publish(
             "metadata": {
                 "name": f"{name}-kuberay-status",
                 "labels": {
+                    "app.kubernetes.io/managed-by": "kuberay-syncer",
                     "kuberay.io/role": "status",
                     "kuberay.io/origin-kind": "RayJob",
                     "kuberay.io/origin-name": name,
@@ -103,6 +104,38 @@ def test_gc_lists_finished_jobs_only(kube_api: KubeApi) -> None:
     assert lines[1].split()[:4] == [ns, "RayJob", "done", "complete"]
 
 
+def test_gc_ignores_status_maps_the_syncer_did_not_label_or_name(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    done = {"jobDeploymentStatus": "Complete", "endTime": "2026-11-30T01:00:00Z"}
+    for name, labels in (
+        ("bare-kuberay-status", {}),  # no managed-by: not the syncer's
+        ("other-kuberay-status", {"app.kubernetes.io/managed-by": "kuberay-syncer"}),
+    ):
+        kube.create(
+            CONFIGMAPS,
+            ns,
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        **labels,
+                        "kuberay.io/role": "status",
+                        "kuberay.io/origin-kind": "RayJob",
+                        "kuberay.io/origin-name": "victim",  # not the map's own name
+                    },
+                },
+                "data": {"status.json": json.dumps({"status": done})},
+            },
+        )
+    result = CliRunner().invoke(main, ["gc", "-n", ns, "--kubeconfig", str(kube_api.kubeconfig)])
+    assert result.exit_code == 0, result.output
+    assert (
+        result.stdout.splitlines() == ["NAMESPACE  KIND  NAME  WHY"]
+        or len(result.stdout.splitlines()) == 1
+    )
+
+
 def test_status_shows_a_rayservice_upgrade(kube_api: KubeApi) -> None:
     kube = KubeClient(kube_api.api_client)
     ns = kube_api.namespace
@@ -113,6 +146,7 @@ def test_status_shows_a_rayservice_upgrade(kube_api: KubeApi) -> None:
             "metadata": {
                 "name": "fruit-kuberay-status",
                 "labels": {
+                    "app.kubernetes.io/managed-by": "kuberay-syncer",
                     "kuberay.io/role": "status",
                     "kuberay.io/origin-kind": "RayService",
                     "kuberay.io/origin-name": "fruit",

@@ -66,6 +66,13 @@ def _owner_uid(cm: Manifest) -> str:
     return str(heads[0].get("uid") or "") if heads else ""
 
 
+def _misnamed(cm: Manifest, expected: str) -> str:
+    return (
+        f"ConfigMap {meta.name(cm)!r} is not {expected!r}, the autoscaling ConfigMap "
+        f"of cluster {meta.label(cm, naming.RAY_CLUSTER)!r}: ignored"
+    )
+
+
 class AutoscalerReconciler:
     """Creates and deletes dynamic worker Pods to match each cluster's desired set."""
 
@@ -92,6 +99,7 @@ class AutoscalerReconciler:
             project=status.slim_configmap,
         )
         self.pods.add_index(_CLUSTER_INDEX, _cluster_index)
+        self.specs.add_index(_CLUSTER_INDEX, _cluster_index)
         self.specs.add_handler(self._on_object)
         self.states.add_handler(self._on_object)
         self.pods.add_handler(self._on_pod)
@@ -128,7 +136,11 @@ class AutoscalerReconciler:
     def reconcile(self, key: Key) -> float | None:
         """One pass for one cluster; seconds until the next look."""
         _, ns, cluster = key
-        cm = self.specs.get(ns, spec.spec_configmap_name(cluster))
+        expected = spec.spec_configmap_name(cluster)
+        for other in self.specs.by_index(_CLUSTER_INDEX, (ns, cluster)):
+            if meta.name(other) != expected:  # names another cluster's map: refused, once
+                self.engine.reject_intent(KIND, other, IntentError(_misnamed(other, expected)))
+        cm = self.specs.get(ns, expected)
         if cm is None:
             self.engine.forget(key)
             return None

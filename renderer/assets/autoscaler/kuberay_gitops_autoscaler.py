@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 API_URL_ENV = "KUBERAY_GITOPS_API_URL"
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 MERGE_PATCH = "application/merge-patch+json"
+USER_AGENT = "kuberay-gitops-autoscaler"
 HEAD_TYPE = "headgroup"
 # Ray's tag names (ray.autoscaler.tags), spelled out so the file needs nothing else.
 TAG_NODE_KIND = "ray-node-type"
@@ -178,7 +179,7 @@ class _Api:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _once(self, method: str, path: str, data: bytes | None) -> dict[str, Any]:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         token = self._token()
         if token:
             headers["Authorization"] = f"Bearer {token}"

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from renderer import naming
 from renderer.assets.autoscaler import kuberay_gitops_autoscaler as provider_module
 from renderer.assets.autoscaler.kuberay_gitops_autoscaler import PodProvider
+from renderer.cli import main
 from syncer.autoscaler import pods as actuator_pods
 from syncer.autoscaler import report
 from syncer.cli import Options, Syncer
@@ -146,6 +148,16 @@ def test_scale_up_stops_at_max_and_scale_down_deletes_only_what_is_not_desired(
     indexes = [int(p["metadata"]["labels"][naming.RAY_REPLICA_INDEX]) for p in arig.pods()]
     assert len(set(indexes)) == 3
     assert arig.names() <= _desired(arig)
+    wait_until(lambda: arig.status()["groups"][rig.GROUP]["ready"] == 3, what="3 Ready")
+    shown = CliRunner().invoke(
+        main, ["status", "-n", arig.namespace, "--kubeconfig", str(arig.api.kubeconfig)]
+    )
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["NAMESPACE", "CLUSTER"])
+    desired = str(len(_desired(arig)))
+    expected = [arig.namespace, rig.CLUSTER, rig.GROUP, desired, "3", "3", "3", "True"]
+    assert lines[header + 1].split() == expected
     arig.provider.terminate_nodes(sorted(_desired(arig)))
     wait_until(lambda: not arig.names(), what="scale-down to zero")
 

@@ -8,8 +8,11 @@ Pods are moved through their phases by the fake kubelet.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,3 +219,43 @@ def test_worker_names_fit_63_characters_and_never_match_a_rendered_name() -> Non
     assert short.startswith("demo-small-worker-") and len(short) == len("demo-small-worker-") + 5
     _, worker = rig.rendered("ns")
     assert not plan.is_dynamic_name(worker["metadata"]["name"], rig.CLUSTER, rig.GROUP)
+
+
+def _python39() -> str | None:
+    """A working Python 3.9 (a pyenv shim may name one it cannot run)."""
+    found = [*sorted(Path("/root/.pyenv/versions").glob("3.9*/bin/python3.9"))]
+    which = shutil.which("python3.9")
+    for candidate in [*map(str, found), *([which] if which else [])]:
+        probe = subprocess.run([candidate, "-c", "pass"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+def test_the_file_runs_under_python_3_9_with_the_standard_library_only(
+    kube_api: KubeApi, kube: KubeClient
+) -> None:
+    python = _python39()
+    if python is None:
+        pytest.skip("no Python 3.9 interpreter on this machine")
+    ns = kube_api.namespace
+    _state(kube, ns)
+    script = (
+        "import json, kuberay_gitops_autoscaler as m\n"
+        f"p = m.PodProvider({{'namespace': {ns!r}, 'cluster': 'demo'}}, 'demo')\n"
+        "names = p.create_node({}, {'ray-user-node-type': 'small'}, 2)\n"
+        "print(json.dumps(sorted(names)))\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(provider_module.__file__).parent)}
+    env[provider_module.API_URL_ENV] = kube_api.fake.url
+    done = subprocess.run(
+        # -S: no site-packages, so no Ray and nothing but the standard library.
+        [python, "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    names = json.loads(done.stdout)
+    assert len(names) == 2 and set(rig.state_data(kube, ns)) == set(names)

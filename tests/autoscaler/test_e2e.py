@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -180,6 +181,11 @@ def cluster(
         syncer.stop()
         controllers.stop()
         workers.stop()
+        if head.temp_dir is not None:  # keep the GCS and raylet logs for a failure's reader
+            logs = head.temp_dir / "session_latest" / "logs"
+            for path in logs.glob("*"):
+                if path.name.startswith(("gcs_server", "raylet", "monitor")) and path.is_file():
+                    shutil.copy(path, tmp_path / f"head-{path.name}")
         head.stop()
         kube.close()
         # Shown in the terminal summary with the Ray head timings (tests/e2e/fixtures.py).

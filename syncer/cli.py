@@ -28,6 +28,8 @@ import click
 
 from renderer import naming
 from syncer import engine, metrics
+from syncer.autoscaler import pods as autoscaler_pods
+from syncer.autoscaler import reconciler as autoscaler_reconciler
 from syncer.config import Config, ConfigError, load_config
 from syncer.errors import SyncerError
 from syncer.httpserver import HealthServer, MetricsServer
@@ -114,12 +116,13 @@ class Syncer:
             monotonic=self.dashboards.now,
             event_memory_s=2 * self.dashboards.max_age_s,
         )
-        # One pod cache for both kinds (a RayJob's cluster pods, a RayService's generations).
+        # One pod cache for every kind (a RayJob's cluster pods, a RayService's generations,
+        # an autoscaled cluster's head and the dynamic workers the actuator made).
         self.pods = Cache.watching(
             kube,
             PODS,
             options.namespaces,
-            label_selector=options.label_selector,
+            label_selector=pod_selector(options.label_selector),
             project=rayjob_views.cached_pod,
         )
         self.pods.add_handler(self.engine.route_owned)
@@ -133,8 +136,15 @@ class Syncer:
             service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
             cluster_domain=options.cluster_domain,
         )
+        self.autoscaler = autoscaler_reconciler.AutoscalerReconciler(self.engine, self.pods)
         self.engine.register(self.rayjob)
         self.engine.register(self.rayservice)
+        self.engine.register(self.autoscaler)
+
+    def enqueue_all(self) -> None:
+        """Queue every known key now (leadership gained): intents and autoscaled clusters."""
+        self.engine.enqueue_all()
+        self.autoscaler.enqueue_all()
 
     def reconfigure(self, options: Options) -> None:
         """Apply a reloaded config: each part swaps in its new share (no field is mutated)."""
@@ -162,6 +172,23 @@ class Syncer:
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""
         return self.engine.drain(limit)
+
+
+def pod_selector(selector: str) -> str:
+    """The pod cache's selector: `selector`, widened to the actuator's dynamic workers.
+
+    The renderer's `managed-by` requirement becomes `managed-by in (kuberay-render,
+    kuberay-syncer)`; the selector's other requirements still hold (dynamic workers carry
+    their template's labels). A selector without that exact requirement is kept as it is.
+    """
+    rendered = f"{naming.MANAGED_BY}={naming.MANAGED_BY_VALUE}"
+    either = (
+        f"{naming.MANAGED_BY} in ({naming.MANAGED_BY_VALUE},{autoscaler_pods.MANAGED_BY_SYNCER})"
+    )
+    terms = [term.strip() for term in selector.split(",")]
+    if rendered not in terms:
+        return selector
+    return ",".join(either if term == rendered else term for term in terms)
 
 
 def options_from(config: Config, own_namespace: str) -> Options:
@@ -371,7 +398,7 @@ def serve(
     def on_leadership(leading: bool) -> None:
         metrics.LEADER.labels().set(1 if leading else 0)
         if leading and syncer_ref:
-            syncer_ref[0].engine.enqueue_all()
+            syncer_ref[0].enqueue_all()
 
     leader = _leader(
         kube, config, own_namespace, identity, no_leader_elect, on_change=on_leadership

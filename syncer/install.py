@@ -48,7 +48,8 @@ _POD_LABELS: Final = {naming.APP_NAME: NAME}
 
 # What the syncer does in a watched namespace (DESIGN §1): verbs sorted, no wildcard.
 _NAMESPACED_RULES: Final = (
-    ("", "pods", ("delete", "get", "list", "patch", "watch")),
+    # create, delete: the autoscaling actuator's dynamic worker Pods (reference/autoscaling.md).
+    ("", "pods", ("create", "delete", "get", "list", "patch", "watch")),
     ("", "configmaps", ("create", "delete", "get", "list", "patch", "update", "watch")),
     # delete: a drained RayService generation is retired (DESIGN §1, last row).
     ("", "services", ("delete", "get", "list", "watch")),

@@ -14,6 +14,8 @@ from typing import Any
 import click
 
 from renderer import emit, naming
+from syncer.autoscaler import report
+from syncer.autoscaler.spec import ROLE_STATE
 from syncer.errors import SyncerError
 from syncer.kube.client import CONFIGMAPS, KubeClient
 from syncer.status import STATUS_KEY, STATUS_SELECTOR, SYNCER_MANAGER
@@ -73,6 +75,49 @@ def row(cm: Manifest) -> tuple[str, ...]:
     )
 
 
+_AUTOSCALER_COLUMNS = (
+    "NAMESPACE",
+    "CLUSTER",
+    "GROUP",
+    "DESIRED",
+    "PODS",
+    "READY",
+    "MAX",
+    "WORKERS CREATED",
+)
+
+
+def autoscaler_rows(cm: Manifest) -> list[tuple[str, ...]]:
+    """Desired and running workers per group, from one autoscaler state ConfigMap."""
+    meta = cm.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(report.STATUS_ANNOTATION)
+    try:
+        record = json.loads(text or "{}")
+    except ValueError:
+        record = {}
+    if not isinstance(record, dict):
+        return []
+    condition = (record.get("conditions") or [{}])[0]
+    created = str(condition.get("status", "")) if isinstance(condition, dict) else ""
+    if created == "False":
+        created = f"False ({condition.get('reason', '')})"
+    cluster = str((meta.get("labels") or {}).get(naming.RAY_CLUSTER, ""))
+    groups = record.get("groups")
+    if not isinstance(groups, dict):
+        return []
+    return [
+        (
+            str(meta.get("namespace", "")),
+            cluster,
+            str(group),
+            *(str(counts.get(k, "")) for k in ("desired", "pods", "ready", "max")),
+            created or "-",
+        )
+        for group, counts in sorted(groups.items())
+        if isinstance(counts, dict)
+    ]
+
+
 def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...] = _JOB_COLUMNS) -> str:
     """Rows as an aligned plain-text table."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -116,11 +161,19 @@ def status(
             return
         scope = None if all_namespaces else (namespace or "default")
         items, _ = kube.list(CONFIGMAPS, scope, label_selector=_SELECTOR)
+        states, _ = kube.list(
+            CONFIGMAPS,
+            scope,
+            label_selector=f"{naming.MANAGED_BY}={SYNCER_MANAGER},{naming.ROLE}={ROLE_STATE}",
+        )
     except SyncerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     rows = sorted(row(cm) for cm in items)
     sys.stdout.write(table(rows))
+    scaled = sorted(r for cm in states for r in autoscaler_rows(cm))
+    if scaled:
+        sys.stdout.write("\n" + table(scaled, _AUTOSCALER_COLUMNS))
 
 
 def collectable(cm: Manifest) -> str | None:

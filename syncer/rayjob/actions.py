@@ -164,8 +164,8 @@ class Actions:
 
     def _release_pod(self, ns: str, pod_name: str, *, ttl_mode: str) -> None:
         pod = self.pods.get(ns, pod_name)
-        if pod is None or not meta.is_rendered(pod):
-            return  # never touch an object without the renderer's label
+        if pod is None or not (meta.is_rendered(pod) or meta.is_syncer_made(pod)):
+            return  # never touch an object neither the renderer nor the actuator made
         version = str(pod["metadata"].get("resourceVersion") or "")
         if ttl_mode == "delete":
             _delete(self.kube, PODS, pod)

@@ -202,6 +202,8 @@ class PodView:
     gated: bool = False
     shutdown_requested: bool = False
     deleting: bool = False
+    # A worker the autoscaling actuator made (not in git): part of the cluster by its label.
+    dynamic: bool = False
     # SidecarMode: the submitter container's end, if it has ended.
     sidecar_exit_code: int | None = None
     sidecar_reason: str = ""
@@ -324,11 +326,11 @@ def attempt_id(intent: JobIntent, attempt: int) -> str | None:
 
 
 def cluster_pods(obs: Observation) -> tuple[PodView, ...]:
-    """The pods of the job's cluster (rendered names, or every pod of a selected cluster)."""
+    """The pods of the job's cluster: rendered names and dynamic workers (or all, selected)."""
     if obs.intent.uses_selector:
         return tuple(p for p in obs.pods if p.node_type in ("head", "worker"))
     wanted = set(obs.intent.cluster_pods)
-    return tuple(p for p in obs.pods if p.name in wanted)
+    return tuple(p for p in obs.pods if p.name in wanted or p.dynamic)
 
 
 def _serving(pod: PodView, intent: JobIntent) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from renderer import naming
 from syncer.kube import meta
+from syncer.kube.meta import SYNCER_MADE
 from syncer.rayjob.machine import PodView, SubmitterView
 from syncer.status import STATUS_ANNOTATION_PREFIX
 
@@ -115,6 +116,8 @@ def pod_view(pod: Manifest, *, sidecar: str | None = None) -> PodView:
         gated=any(g.get("name") == naming.CLUSTER_READY_GATE for g in gates),
         shutdown_requested=naming.SHUTDOWN_REQUESTED in (meta.get("annotations") or {}),
         deleting=bool(meta.get("deletionTimestamp")),
+        dynamic=labels.get(naming.MANAGED_BY) == SYNCER_MADE
+        and labels.get(naming.RAY_NODE_TYPE) == "worker",
         sidecar_exit_code=None if end is None else int(end.get("exitCode") or 0),
         sidecar_reason="" if end is None else str(end.get("reason") or ""),
         sidecar_finished_at=None if end is None else _time(end.get("finishedAt")),

@@ -36,9 +36,12 @@ _OPTIONAL: Final = frozenset({INGRESSES, NETWORK_POLICIES, PVCS})
 
 
 def owned(obj: Manifest, intent: ServiceIntent) -> bool:
-    """Whether the renderer made `obj` for this RayService (the only objects written)."""
+    """Whether the renderer (or the autoscaling actuator, for a worker Pod) made `obj` for us.
+
+    Those are the only objects a RayService pass writes (serve labels, retirement).
+    """
     return (
-        meta.is_rendered(obj)
+        (meta.is_rendered(obj) or (obj.get("kind") == "Pod" and meta.is_syncer_made(obj)))
         and meta.label(obj, naming.ORIGIN_KIND) == KIND
         and meta.label(obj, naming.ORIGIN_NAME) == intent.name
     )

@@ -83,6 +83,7 @@ class RayHead:
     object_store_bytes: int = 200_000_000
     job_start_timeout_s: int = 30
     extra_env: dict[str, str] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)  # more `ray start` flags
     dashboard_url: str = ""
     gcs_address: str = ""
     serve_port: int = 0
@@ -131,6 +132,7 @@ class RayHead:
             "--include-dashboard=true",
             "--disable-usage-stats",
             f"--temp-dir={self.temp_dir}",
+            *self.extra_args,
         ]
         env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
         env.update({key: str(port) for key, port in env_ports.items()})

@@ -24,7 +24,7 @@ LABELS = {
     "app.kubernetes.io/managed-by": "kuberay-render",
 }
 WATCH_RULES = {
-    ("", "pods"): ["delete", "get", "list", "patch", "watch"],
+    ("", "pods"): ["create", "delete", "get", "list", "patch", "watch"],
     ("", "configmaps"): ["create", "delete", "get", "list", "patch", "update", "watch"],
     ("", "services"): ["delete", "get", "list", "watch"],
     ("", "persistentvolumeclaims"): ["delete", "list"],

@@ -25,6 +25,8 @@ from renderer.options import (
     DEFAULT_FEATURE_GATES,
     DEFAULT_MAX_OBJECTS,
     DEFAULT_MAX_PODS,
+    DEFAULT_SYNCER_NAMESPACE,
+    DEFAULT_SYNCER_POD_LABELS,
     RenderOptions,
 )
 
@@ -71,7 +73,30 @@ def _options(params: dict[str, object]) -> RenderOptions:
         batch_scheduler=_batch_scheduler(params),
         kueue_queue=_kueue_queue(params),
         kai_podgroups=_kai_podgroups(params),
+        syncer_namespace=_syncer_namespace(params),
+        syncer_pod_labels=_syncer_pod_labels(params),
     )
+
+
+def _syncer_namespace(params: dict[str, object]) -> str:
+    namespace = str(params.get("syncer_namespace", DEFAULT_SYNCER_NAMESPACE) or "")
+    errors = k8snames.dns1123_label_errors(namespace) if namespace else []
+    if errors:
+        raise click.BadParameter(f"{namespace!r} cannot name a namespace: {errors[0]}")
+    return namespace
+
+
+def _syncer_pod_labels(params: dict[str, object]) -> MappingProxyType[str, str]:
+    given = params.get("syncer_pod_labels") or ()
+    labels: dict[str, str] = {}
+    for item in given:  # type: ignore[attr-defined]  # click: a tuple of str
+        key, sep, value = str(item).partition("=")
+        errors = k8snames.label_key_errors(key) + k8snames.label_value_errors(value)
+        if not sep or errors:
+            reason = errors[0] if errors else "expected KEY=VALUE"
+            raise click.BadParameter(f"--syncer-pod-label {item!r}: {reason}")
+        labels[key] = value
+    return MappingProxyType(labels) if labels else DEFAULT_SYNCER_POD_LABELS
 
 
 def _kueue_queue(params: dict[str, object]) -> str:
@@ -194,6 +219,21 @@ _OPTION_DECORATORS = (
         metavar="NAME",
         help="Kueue LocalQueue: render each cluster's pods as one Kueue plain-pod group "
         "(a manifest's kueue.x-k8s.io/queue-name label does the same).",
+    ),
+    click.option(
+        "--syncer-namespace",
+        default=DEFAULT_SYNCER_NAMESPACE,
+        show_default=True,
+        help="Where kuberay-syncer runs: a DenyAll/DenyAllIngress networkPolicy of a RayJob's "
+        "or RayService's cluster admits its pods to the dashboard port ('' for no such rule).",
+    ),
+    click.option(
+        "--syncer-pod-label",
+        "syncer_pod_labels",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A label of the syncer's pods, for that rule (repeatable; default "
+        "app.kubernetes.io/name=kuberay-syncer).",
     ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
     click.option(

@@ -23,6 +23,7 @@ import click
 
 from renderer import emit, naming, outdir, output
 from renderer.errors import format_path
+from renderer.options import DEFAULT_SYNCER_NAMESPACE, DEFAULT_SYNCER_POD_LABELS
 from syncer import admission
 from syncer.config import Config, parse_config
 
@@ -31,7 +32,8 @@ Manifest = dict[str, Any]
 # Kept equal to the project version by tests/syncer/test_install.py.
 SYNCER_VERSION: Final = "0.1.0"
 DEFAULT_IMAGE: Final = f"ghcr.io/kuberay-gitops/kuberay-syncer:{SYNCER_VERSION}"
-DEFAULT_NAMESPACE: Final = "kuberay-system"
+# The renderer's networkPolicy allowance for the syncer assumes these two (renderer.options).
+DEFAULT_NAMESPACE: Final = DEFAULT_SYNCER_NAMESPACE
 ALL_NAMESPACES: Final = "*"
 
 NAME: Final = "kuberay-syncer"
@@ -53,7 +55,7 @@ API_SERVER_PORTS: Final = (443, 6443)
 LABELS: Final = {naming.APP_NAME: NAME, naming.MANAGED_BY: naming.MANAGED_BY_VALUE}
 # The pods carry only the selector label: the renderer's managed-by label on them would put
 # the syncer's own pods inside its label selector when it watches its own namespace.
-_POD_LABELS: Final = {naming.APP_NAME: NAME}
+_POD_LABELS: Final = dict(DEFAULT_SYNCER_POD_LABELS)
 
 # What the syncer does in a watched namespace (DESIGN §1): verbs sorted, no wildcard. Each
 # verb is one the daemon sends (tests/syncer/test_rbac_used.py finds every call in syncer/).

@@ -26,7 +26,7 @@ def build_cluster(
         objects.append(services.build_serve_service(cluster))
     objects.extend(storage.build_gcs_pvc(cluster))
     if options.gate("RayClusterNetworkPolicy"):
-        objects.extend(network.build_network_policies(cluster, job_name=job_name))
+        objects.extend(network.build_network_policies(cluster, options, job_name=job_name))
     objects.extend(pki.build_pki(cluster, options))
     objects.extend(pods.build_pods(cluster, options))
     return objects

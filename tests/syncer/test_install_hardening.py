@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from renderer.cli import main
+from renderer.options import DEFAULT_SYNCER_NAMESPACE, DEFAULT_SYNCER_POD_LABELS
 from syncer import admission
 from syncer import install as build
 from tests.paths import REPO
@@ -337,3 +338,16 @@ def test_cli_wants_an_identity_with_the_admission_policy_and_only_then() -> None
     stray = run("--gitops-identity", ARGO)
     assert stray.exit_code == 2
     assert stray.stderr == "error: --gitops-identity is used only with --admission-policy\n"
+
+
+def test_the_renderers_syncer_allowance_selects_the_installed_pods() -> None:
+    # A DenyAll networkPolicy admits pods with these labels in this namespace (renderer L6).
+    [deployment] = of_kind(
+        build.build_syncer_manifests(
+            namespace=build.DEFAULT_NAMESPACE, image="i", watch_namespaces=[]
+        ),
+        "Deployment",
+    )
+    assert deployment["metadata"]["namespace"] == DEFAULT_SYNCER_NAMESPACE
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels == dict(DEFAULT_SYNCER_POD_LABELS)

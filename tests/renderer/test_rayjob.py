@@ -1038,3 +1038,32 @@ def test_rayjob_sample_renders(sample: Path) -> None:
         if (found := validate_object(o))
     }
     assert not failures
+
+
+# --- the runtime env in the intent (security review L7) -------------------------------------
+
+RUNTIME_ENV = 'env_vars: {API_KEY: "s3cr3t"}\npip: ["a"]\n'
+
+
+@pytest.mark.parametrize(
+    ("mode", "backoff", "carried"),
+    [
+        ("HTTPMode", None, True),  # the syncer submits it
+        ("K8sJobMode", 2, True),  # retries are submitted by the syncer over HTTP
+        ("SidecarMode", 1, True),
+        ("K8sJobMode", None, False),  # the submitter Job submits; no retry
+        ("K8sJobMode", 0, False),
+        ("SidecarMode", None, False),
+        ("InteractiveMode", None, False),  # the user submits
+    ],
+)
+def test_the_intent_carries_the_runtime_env_only_when_the_syncer_submits(
+    mode: str, backoff: int | None, carried: bool
+) -> None:
+    spec: dict[str, Any] = {"submissionMode": mode, "runtimeEnvYAML": RUNTIME_ENV}
+    if backoff is not None:
+        spec["backoffLimit"] = backoff
+    found = intent(build(job_doc(**spec)))
+    assert "runtimeEnvYAML" not in found["spec"]  # never the raw text
+    expected = {"env_vars": {"API_KEY": "s3cr3t"}, "pip": ["a"]} if carried else None
+    assert found["derived"]["runtimeEnv"] == expected

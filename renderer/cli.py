@@ -7,9 +7,7 @@ with a traceback).
 
 from __future__ import annotations
 
-import difflib
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -18,8 +16,9 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, ghformat, gitops, k8snames, outdir, output, sources
+from renderer import emit, k8snames, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
+from renderer.manifest import Manifest
 from renderer.options import (
     BATCH_SCHEDULERS,
     DEFAULT_FEATURE_GATES,
@@ -260,6 +259,8 @@ def _with_render_options(func: F) -> F:
 def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: object = "text") -> None:
     if diagnostics:
         if output_format == "github":
+            from renderer import ghformat
+
             err.write(ghformat.format_diagnostics(diagnostics) + "\n")
         else:
             err.write(format_diagnostics(diagnostics) + "\n")
@@ -298,6 +299,8 @@ def _run(action: object, *args: object) -> None:
     except (click.ClickException, click.exceptions.Exit, SystemExit):
         raise
     except Exception:  # noqa: BLE001 - the one place that turns bugs into exit code 3
+        import traceback
+
         traceback.print_exc()
         click.echo("internal error: please report this with the input that caused it", err=True)
         sys.exit(EXIT_INTERNAL)
@@ -380,20 +383,38 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             raise click.UsageError(
                 "--gitops-config prints one object; it cannot go with --output-dir"
             )
-        if tool == "argocd":
-            sys.stdout.write(emit.dump_all(gitops.argocd_objects(result.objects)))
-        elif tool == "argocd-application":
-            sys.stdout.write(emit.dump(gitops.argocd_fragment(result.objects)))
-        elif tool == "argocd-cm":
-            sys.stdout.write(emit.dump(gitops.argocd_health_config()))
-        else:
-            sys.stdout.write(emit.dump(gitops.flux_fragment(result.objects)))
+        _print_gitops(str(tool), result.objects)
         return
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
         return
-    directory = Path(str(output_dir))
-    files = output.plan_directory(result.objects)
+    _to_directory(Path(str(output_dir)), result.objects, params)
+
+
+# The modules below load only when their option is given (start-up, issue 11).
+
+
+def _print_gitops(tool: str, objects: Sequence[Manifest]) -> None:
+    from renderer import gitops
+
+    if tool == "argocd":
+        sys.stdout.write(emit.dump_all(gitops.argocd_objects(objects)))
+    elif tool == "argocd-application":
+        sys.stdout.write(emit.dump(gitops.argocd_fragment(objects)))
+    elif tool == "argocd-cm":
+        sys.stdout.write(emit.dump(gitops.argocd_health_config()))
+    else:
+        sys.stdout.write(emit.dump(gitops.flux_fragment(objects)))
+
+
+def _to_directory(directory: Path, objects: Sequence[Manifest], params: dict[str, object]) -> None:
+    """Write, check (`--check`) or diff (`--diff`) the one-file-per-object directory."""
+    import difflib
+
+    from renderer import ghformat, outdir, output
+
+    check, diff = bool(params.get("check")), bool(params.get("diff"))
+    files = output.plan_directory(objects)
     try:
         existing = outdir.owned_files(directory, "kuberay render")
     except outdir.ForeignDirectoryError as exc:

@@ -845,6 +845,7 @@ def test_intent_holds_metadata_spec_and_derived_facts() -> None:
         runtimeEnvYAML="env_vars: {A: '1'}",
         ttlSecondsAfterFinished=60,
         shutdownAfterJobFinishes=True,
+        backoffLimit=1,  # the syncer submits the retry, so the intent keeps the runtime env
     )
     objects = build(doc)
     plan = plan_for(doc)
@@ -868,6 +869,7 @@ def test_intent_holds_metadata_spec_and_derived_facts() -> None:
         "annotations": {naming.RUN_ANNOTATION: "3"},
     }
     assert "rayClusterSpec" not in data["spec"]
+    assert "runtimeEnvYAML" not in data["spec"]
     assert data["spec"]["ttlSecondsAfterFinished"] == 60
     worker_names = sorted(
         p["metadata"]["name"]

@@ -7,9 +7,7 @@ with a traceback).
 
 from __future__ import annotations
 
-import difflib
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -18,13 +16,16 @@ from typing import Any, Final, TextIO, TypeVar
 import click
 
 from renderer import compile as compiler
-from renderer import emit, ghformat, gitops, k8snames, outdir, output, sources
+from renderer import emit, k8snames, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
+from renderer.manifest import Manifest
 from renderer.options import (
     BATCH_SCHEDULERS,
     DEFAULT_FEATURE_GATES,
     DEFAULT_MAX_OBJECTS,
     DEFAULT_MAX_PODS,
+    DEFAULT_SYNCER_NAMESPACE,
+    DEFAULT_SYNCER_POD_LABELS,
     RenderOptions,
 )
 
@@ -71,7 +72,30 @@ def _options(params: dict[str, object]) -> RenderOptions:
         batch_scheduler=_batch_scheduler(params),
         kueue_queue=_kueue_queue(params),
         kai_podgroups=_kai_podgroups(params),
+        syncer_namespace=_syncer_namespace(params),
+        syncer_pod_labels=_syncer_pod_labels(params),
     )
+
+
+def _syncer_namespace(params: dict[str, object]) -> str:
+    namespace = str(params.get("syncer_namespace", DEFAULT_SYNCER_NAMESPACE) or "")
+    errors = k8snames.dns1123_label_errors(namespace) if namespace else []
+    if errors:
+        raise click.BadParameter(f"{namespace!r} cannot name a namespace: {errors[0]}")
+    return namespace
+
+
+def _syncer_pod_labels(params: dict[str, object]) -> MappingProxyType[str, str]:
+    given = params.get("syncer_pod_labels") or ()
+    labels: dict[str, str] = {}
+    for item in given:  # type: ignore[attr-defined]  # click: a tuple of str
+        key, sep, value = str(item).partition("=")
+        errors = k8snames.label_key_errors(key) + k8snames.label_value_errors(value)
+        if not sep or errors:
+            reason = errors[0] if errors else "expected KEY=VALUE"
+            raise click.BadParameter(f"--syncer-pod-label {item!r}: {reason}")
+        labels[key] = value
+    return MappingProxyType(labels) if labels else DEFAULT_SYNCER_POD_LABELS
 
 
 def _kueue_queue(params: dict[str, object]) -> str:
@@ -195,6 +219,21 @@ _OPTION_DECORATORS = (
         help="Kueue LocalQueue: render each cluster's pods as one Kueue plain-pod group "
         "(a manifest's kueue.x-k8s.io/queue-name label does the same).",
     ),
+    click.option(
+        "--syncer-namespace",
+        default=DEFAULT_SYNCER_NAMESPACE,
+        show_default=True,
+        help="Where kuberay-syncer runs: a DenyAll/DenyAllIngress networkPolicy of a RayJob's "
+        "or RayService's cluster admits its pods to the dashboard port ('' for no such rule).",
+    ),
+    click.option(
+        "--syncer-pod-label",
+        "syncer_pod_labels",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A label of the syncer's pods, for that rule (repeatable; default "
+        "app.kubernetes.io/name=kuberay-syncer).",
+    ),
     click.option("--strict", is_flag=True, help="Fail on warnings too."),
     click.option(
         "--format",
@@ -220,6 +259,8 @@ def _with_render_options(func: F) -> F:
 def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: object = "text") -> None:
     if diagnostics:
         if output_format == "github":
+            from renderer import ghformat
+
             err.write(ghformat.format_diagnostics(diagnostics) + "\n")
         else:
             err.write(format_diagnostics(diagnostics) + "\n")
@@ -258,6 +299,8 @@ def _run(action: object, *args: object) -> None:
     except (click.ClickException, click.exceptions.Exit, SystemExit):
         raise
     except Exception:  # noqa: BLE001 - the one place that turns bugs into exit code 3
+        import traceback
+
         traceback.print_exc()
         click.echo("internal error: please report this with the input that caused it", err=True)
         sys.exit(EXIT_INTERNAL)
@@ -340,20 +383,38 @@ def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
             raise click.UsageError(
                 "--gitops-config prints one object; it cannot go with --output-dir"
             )
-        if tool == "argocd":
-            sys.stdout.write(emit.dump_all(gitops.argocd_objects(result.objects)))
-        elif tool == "argocd-application":
-            sys.stdout.write(emit.dump(gitops.argocd_fragment(result.objects)))
-        elif tool == "argocd-cm":
-            sys.stdout.write(emit.dump(gitops.argocd_health_config()))
-        else:
-            sys.stdout.write(emit.dump(gitops.flux_fragment(result.objects)))
+        _print_gitops(str(tool), result.objects)
         return
     if output_dir is None:
         sys.stdout.write(emit.dump_all(result.objects))
         return
-    directory = Path(str(output_dir))
-    files = output.plan_directory(result.objects)
+    _to_directory(Path(str(output_dir)), result.objects, params)
+
+
+# The modules below load only when their option is given (start-up, issue 11).
+
+
+def _print_gitops(tool: str, objects: Sequence[Manifest]) -> None:
+    from renderer import gitops
+
+    if tool == "argocd":
+        sys.stdout.write(emit.dump_all(gitops.argocd_objects(objects)))
+    elif tool == "argocd-application":
+        sys.stdout.write(emit.dump(gitops.argocd_fragment(objects)))
+    elif tool == "argocd-cm":
+        sys.stdout.write(emit.dump(gitops.argocd_health_config()))
+    else:
+        sys.stdout.write(emit.dump(gitops.flux_fragment(objects)))
+
+
+def _to_directory(directory: Path, objects: Sequence[Manifest], params: dict[str, object]) -> None:
+    """Write, check (`--check`) or diff (`--diff`) the one-file-per-object directory."""
+    import difflib
+
+    from renderer import ghformat, outdir, output
+
+    check, diff = bool(params.get("check")), bool(params.get("diff"))
+    files = output.plan_directory(objects)
     try:
         existing = outdir.owned_files(directory, "kuberay render")
     except outdir.ForeignDirectoryError as exc:

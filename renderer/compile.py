@@ -9,6 +9,7 @@ ordered by kind rank, namespace and name. Pure: no files, clock or environment.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -16,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from renderer import schemas
 from renderer.errors import Diagnostic, ManifestError, Origin, Problem, show
-from renderer.kinds import pipeline, raycluster, rayjob, rayservice
+from renderer.kinds import pipeline
 from renderer.manifest import Manifest
 from renderer.model.document import Document, ObjectKey
 from renderer.options import RenderOptions
@@ -128,12 +129,24 @@ class _PassThrough:
         return [], [self.data]
 
 
-# One pipeline per kind, all of one shape (`kinds.pipeline`).
-KINDS: Final[dict[str, pipeline.Kind[Any]]] = {
-    "RayCluster": raycluster.KIND,
-    "RayJob": rayjob.KIND,
-    "RayService": rayservice.KIND,
+# One pipeline per kind, all of one shape (`kinds.pipeline`), each module loaded when a
+# document of its kind first comes (a small file renders without the other kinds' code).
+_KIND_MODULES: Final = {
+    "RayCluster": "renderer.kinds.raycluster",
+    "RayJob": "renderer.kinds.rayjob",
+    "RayService": "renderer.kinds.rayservice",
 }
+
+
+def kind_pipeline(kind: str) -> pipeline.Kind[Any] | None:
+    """The pipeline of `kind`, or None for a kind the renderer does not build."""
+    module = _KIND_MODULES.get(kind)
+    if module is None:
+        return None
+    found: pipeline.Kind[Any] = importlib.import_module(module).KIND
+    return found
+
+
 _NOT_SUPPORTED: Final = {"RayCronJob": "render a RayJob and schedule it yourself"}
 # Where each kind keeps its worker groups: a group the schema refuses is left out of the
 # rules, so that they still check the rest of the document (issue 16).
@@ -209,7 +222,7 @@ def check_document(data: Any, options: RenderOptions) -> tuple[list[Problem], _R
         reason = _NOT_SUPPORTED[kind_name]
         message = f"{kind_name} is not supported yet by kuberay render ({reason})"
         return [*problems, Problem(("kind",), message)], None, False
-    kind = KINDS.get(kind_name)
+    kind = kind_pipeline(kind_name)
     if kind is None:  # schemas.check has reported the unknown kind already
         return problems, None, False
     name = meta.get("name") if isinstance(meta, dict) else None

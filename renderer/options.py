@@ -37,6 +37,13 @@ DEFAULT_FEATURE_GATES: Final = MappingProxyType(
 )
 
 
+# Where `kuberay syncer-manifests` puts the syncer by default, and its pods' selector label:
+# a DenyAll/DenyAllIngress networkPolicy of a RayJob or RayService cluster admits these pods
+# on the dashboard port (beyond KubeRay, which adds no operator rule; security review L6).
+DEFAULT_SYNCER_NAMESPACE: Final = "kuberay-system"
+DEFAULT_SYNCER_POD_LABELS: Final = MappingProxyType({"app.kubernetes.io/name": "kuberay-syncer"})
+
+
 # KubeRay v1.7's --batch-scheduler values (bs/schedulermanager.go).
 BATCH_SCHEDULERS: Final = ("volcano", "yunikorn", "scheduler-plugins", "kai-scheduler")
 
@@ -67,6 +74,9 @@ class RenderOptions:
     # Beyond KubeRay: a scheduling.run.ai/v2alpha2 PodGroup under kai-scheduler (owner-less
     # pods get no gang from KAI's podgrouper, batch-schedulers.md §2.4).
     kai_podgroups: bool = False
+    # The syncer's namespace ("" renders no allowance for it) and its pods' labels.
+    syncer_namespace: str = DEFAULT_SYNCER_NAMESPACE
+    syncer_pod_labels: Mapping[str, str] = field(default_factory=lambda: DEFAULT_SYNCER_POD_LABELS)
     # The first head container image of each RayCluster in the same run, by (namespace, name):
     # set by `compile.render`, read where KubeRay reads a clusterSelector's live cluster.
     input_head_images: Mapping[tuple[str, str], str] = field(

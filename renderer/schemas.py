@@ -1,24 +1,22 @@
 """Schema checks: ray.io documents against our schemas, core objects against Kubernetes'.
 
-Owns loading the packaged schemas (`schemas/*.json`, once, with `importlib.resources`) and the
-Kubernetes OpenAPI definitions that `kubernetes-validate` ships, and turning schema failures
+Owns loading the packaged schemas (`schemas/*.json`, once, read beside the `schemas` package)
+and the Kubernetes OpenAPI definitions that `kubernetes-validate` ships, and turning schema failures
 into `Problem`s. A valid document costs one call of a predicate compiled from the schema;
 jsonschema is imported and run only to explain an invalid one. No semantic rules live here.
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
-import importlib.util
 import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import schemas as _schema_package
 from renderer.errors import JsonPath, Problem, show
 from renderer.manifest import Manifest
 
@@ -29,6 +27,7 @@ if TYPE_CHECKING:
 
 Predicate = Callable[[object], bool]
 
+_SCHEMA_DIR = Path(_schema_package.__file__).parent
 RAY_GROUP = "ray.io"
 RAY_API_VERSION = "ray.io/v1"
 # Kind -> packaged schema file. RayCronJob is checked too; whether it renders is not ours.
@@ -116,7 +115,9 @@ def schema_for(kind: str) -> Manifest:
     Raises:
         KeyError: `kind` is not one of `RAY_KINDS`.
     """
-    text = resources.files("schemas").joinpath(RAY_KINDS[kind]).read_text(encoding="utf-8")
+    # Beside the `schemas` package's module (importlib.resources would load zipfile,
+    # tempfile and shutil on every start, issue 11; the package ships unzipped).
+    text = (_SCHEMA_DIR / RAY_KINDS[kind]).read_text(encoding="utf-8")
     schema: Manifest = json.loads(text)
     return schema
 
@@ -124,6 +125,8 @@ def schema_for(kind: str) -> Manifest:
 @functools.cache
 def _k8s_schema_dirs() -> dict[tuple[int, int], Path]:
     # Located without importing kubernetes_validate: only its data files are used.
+    import importlib.util
+
     spec = importlib.util.find_spec("kubernetes_validate")
     if spec is None or not spec.submodule_search_locations:  # pragma: no cover - install bug
         raise SchemaError("the package kubernetes-validate is not installed")
@@ -719,6 +722,8 @@ def _suggest(word: object, candidates: list[str]) -> str:
     lowered = {candidate.lower(): candidate for candidate in candidates}
     match = lowered.get(word.lower())
     if match is None:
+        import difflib  # only to suggest a fix for a misspelt field
+
         close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.7)
         match = lowered[close[0]] if close else None
     return f"; did you mean {show(match)}?" if match else ""

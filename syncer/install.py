@@ -10,10 +10,12 @@ the click command joins `kuberay` through the `kuberay.commands` entry point.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,6 +23,8 @@ import click
 
 from renderer import emit, naming, outdir, output
 from renderer.errors import format_path
+from renderer.options import DEFAULT_SYNCER_NAMESPACE, DEFAULT_SYNCER_POD_LABELS
+from syncer import admission
 from syncer.config import Config, parse_config
 
 Manifest = dict[str, Any]
@@ -28,7 +32,8 @@ Manifest = dict[str, Any]
 # Kept equal to the project version by tests/syncer/test_install.py.
 SYNCER_VERSION: Final = "0.1.0"
 DEFAULT_IMAGE: Final = f"ghcr.io/kuberay-gitops/kuberay-syncer:{SYNCER_VERSION}"
-DEFAULT_NAMESPACE: Final = "kuberay-system"
+# The renderer's networkPolicy allowance for the syncer assumes these two (renderer.options).
+DEFAULT_NAMESPACE: Final = DEFAULT_SYNCER_NAMESPACE
 ALL_NAMESPACES: Final = "*"
 
 NAME: Final = "kuberay-syncer"
@@ -40,29 +45,56 @@ CONFIG_FILE: Final = "config.yaml"
 CONFIG_PATH: Final = f"{CONFIG_DIR}/{CONFIG_FILE}"
 HEALTH_PORT: Final = 8081
 METRICS_PORT: Final = 8080
+# The image's numeric USER (Dockerfile), stated in the pod too so no image can run it as another.
+RUN_AS: Final = 65532
+DASHBOARD_PORT: Final = 8265
+# Where API servers listen: 443 (the kubernetes Service, managed clusters) and 6443 (the
+# endpoint most self-managed clusters DNAT to; NetworkPolicies see the endpoint's port).
+API_SERVER_PORTS: Final = (443, 6443)
 
 LABELS: Final = {naming.APP_NAME: NAME, naming.MANAGED_BY: naming.MANAGED_BY_VALUE}
 # The pods carry only the selector label: the renderer's managed-by label on them would put
 # the syncer's own pods inside its label selector when it watches its own namespace.
-_POD_LABELS: Final = {naming.APP_NAME: NAME}
+_POD_LABELS: Final = dict(DEFAULT_SYNCER_POD_LABELS)
 
-# What the syncer does in a watched namespace (DESIGN §1): verbs sorted, no wildcard.
+# What the syncer does in a watched namespace (DESIGN §1): verbs sorted, no wildcard. Each
+# verb is one the daemon sends (tests/syncer/test_rbac_used.py finds every call in syncer/).
 _NAMESPACED_RULES: Final = (
+    # get: a serve-label patch re-reads the pod on conflict; delete: ttl_mode delete, retirement;
     # create, delete: the autoscaling actuator's dynamic worker Pods (reference/autoscaling.md).
     ("", "pods", ("create", "delete", "get", "list", "patch", "watch")),
-    ("", "configmaps", ("create", "delete", "get", "list", "patch", "update", "watch")),
+    # create/update: status ConfigMaps; patch: status annotations on a RayService's intent.
+    ("", "configmaps", ("create", "delete", "list", "patch", "update", "watch")),
     # delete: a drained RayService generation is retired (DESIGN §1, last row).
-    ("", "services", ("delete", "get", "list", "watch")),
+    ("", "services", ("delete", "list")),
     ("", "persistentvolumeclaims", ("delete", "list")),
-    ("", "events", ("create", "patch")),
-    ("events.k8s.io", "events", ("create", "patch")),
+    ("", "events", ("create",)),
     # patch: short status annotations on the submitter Job that anchors a RayJob's status.
-    ("batch", "jobs", ("delete", "get", "list", "patch", "watch")),
+    ("batch", "jobs", ("delete", "list", "patch", "watch")),
     ("networking.k8s.io", "networkpolicies", ("delete", "list")),
     ("networking.k8s.io", "ingresses", ("delete", "list")),
-    ("gateway.networking.k8s.io", "gateways", ("get", "list", "watch")),
-    ("gateway.networking.k8s.io", "httproutes", ("get", "list", "patch", "update", "watch")),
+    ("gateway.networking.k8s.io", "gateways", ("list", "watch")),
+    ("gateway.networking.k8s.io", "httproutes", ("list", "patch", "watch")),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Hardening:
+    """The opt-in parts of an install (README "Security model").
+
+    `admission_identities` non-empty adds the ValidatingAdmissionPolicy that reserves the
+    renderer's and syncer's labels to those GitOps identities and the syncer;
+    `network_policy` adds the syncer's ingress/egress NetworkPolicy, which lets it reach the
+    API server on `api_server_ports` (in `api_server_cidrs`, or anywhere when empty), DNS,
+    and the Ray head pods of the watched namespaces on `dashboard_ports`.
+    """
+
+    admission_identities: tuple[str, ...] = ()
+    priority_class: str | None = None
+    network_policy: bool = False
+    api_server_ports: tuple[int, ...] = API_SERVER_PORTS
+    api_server_cidrs: tuple[str, ...] = ()
+    dashboard_ports: tuple[int, ...] = (DASHBOARD_PORT,)
 
 
 def _metadata(name: str, namespace: str | None) -> Manifest:
@@ -135,8 +167,13 @@ def _field_env(name: str, path: str) -> Manifest:
 
 
 def _deployment(
-    namespace: str, image: str, replicas: int, health_port: int, metrics_port: int
+    namespace: str,
+    image: str,
+    replicas: int,
+    ports: tuple[int, int],
+    priority_class: str | None,
 ) -> Manifest:
+    health_port, metrics_port = ports
     container: Manifest = {
         "name": "syncer",
         "image": image,
@@ -151,6 +188,8 @@ def _deployment(
             {"name": "health", "containerPort": health_port, "protocol": "TCP"},
             {"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"},
         ],
+        # Up to 2 minutes to list every cache before liveness counts (10,000 jobs take ~20 s).
+        "startupProbe": _probe("/healthz", 2, 60),
         "livenessProbe": _probe("/healthz", 10, 3),
         "readinessProbe": _probe("/readyz", 5, 3),
         "resources": {
@@ -162,6 +201,8 @@ def _deployment(
             "capabilities": {"drop": ["ALL"]},
             "readOnlyRootFilesystem": True,
             "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
         },
         # A directory mount, not subPath: only then does the kubelet update the file in
         # place (by swapping a symlink), which the config watcher picks up.
@@ -177,6 +218,17 @@ def _deployment(
             "topologyKey": "kubernetes.io/hostname",
         },
     }
+    pod: Manifest = {
+        "serviceAccountName": NAME,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if priority_class:
+        pod["priorityClassName"] = priority_class
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -187,11 +239,7 @@ def _deployment(
             "template": {
                 "metadata": {"labels": dict(_POD_LABELS)},
                 "spec": {
-                    "serviceAccountName": NAME,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    **pod,
                     # Replicas on different nodes, so a node loss leaves a standby leader.
                     "affinity": {
                         "podAntiAffinity": {
@@ -226,6 +274,68 @@ def _metrics_service(namespace: str, metrics_port: int) -> Manifest:
             ],
         },
     }
+
+
+def _disruption_budget(namespace: str) -> Manifest:
+    """One replica stays through voluntary disruptions (drains), so a standby takes the lease."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(NAME, namespace),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": dict(_POD_LABELS)}},
+    }
+
+
+def _tcp_ports(ports: Sequence[int | str]) -> list[Manifest]:
+    return [{"port": port, "protocol": "TCP"} for port in ports]
+
+
+def _network_policy(namespace: str, watch: Sequence[str], hardening: Hardening) -> Manifest:
+    """Ingress to the health and metrics ports only; egress to the API server, DNS, dashboards."""
+    api: Manifest = {"ports": _tcp_ports(hardening.api_server_ports)}
+    if hardening.api_server_cidrs:
+        api["to"] = [{"ipBlock": {"cidr": cidr}} for cidr in hardening.api_server_cidrs]
+    heads: Manifest = {"podSelector": {"matchLabels": {naming.RAY_NODE_TYPE: "head"}}}
+    if list(watch) == [ALL_NAMESPACES]:
+        heads["namespaceSelector"] = {}
+    else:
+        heads["namespaceSelector"] = {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(watch)}
+            ]
+        }
+    dns = [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(NAME, namespace),
+        "spec": {
+            "podSelector": {"matchLabels": dict(_POD_LABELS)},
+            "policyTypes": ["Ingress", "Egress"],
+            # Probes and Prometheus: the named container ports, from anywhere.
+            "ingress": [{"ports": _tcp_ports(["health", "metrics"])}],
+            "egress": [
+                api,
+                {"ports": dns},
+                {"to": [heads], "ports": _tcp_ports(hardening.dashboard_ports)},
+            ],
+        },
+    }
+
+
+def _check_hardening(hardening: Hardening) -> None:
+    for port in (*hardening.api_server_ports, *hardening.dashboard_ports):
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"invalid port {port!r}: a port is from 1 to 65535")
+    if hardening.priority_class is not None and not naming.is_dns1123_subdomain(
+        hardening.priority_class
+    ):
+        raise ValueError(f"invalid priority class name {hardening.priority_class!r}")
+    for cidr in hardening.api_server_cidrs:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError as exc:
+            raise ValueError(f"invalid API server CIDR {cidr!r}: {exc}") from None
 
 
 def _checked_config(settings: Mapping[str, object]) -> Config:
@@ -264,13 +374,16 @@ def build_syncer_manifests(
     watch_namespaces: Sequence[str],
     replicas: int = 2,
     config: Mapping[str, object] | None = None,
+    hardening: Hardening | None = None,
 ) -> list[Manifest]:
     """Every object that runs the syncer in `namespace`, watching `watch_namespaces`.
 
     `watch_namespaces` empty means the syncer's own namespace; `["*"]` means all of them
     (a ClusterRole then replaces the per-namespace Roles). `config` holds further keys
     of the syncer's config file (e.g. `ttl_mode`, `dashboard_auth_secret`); it is written
-    as given, with `namespaces` set from `watch_namespaces`.
+    as given, with `namespaces` set from `watch_namespaces`. `hardening`: the opt-in parts
+    (admission policy, NetworkPolicy, priority class); a PodDisruptionBudget comes with two
+    replicas or more.
 
     Raises:
         ValueError: a name, replica count or config value is invalid, or `config` names
@@ -282,6 +395,8 @@ def build_syncer_manifests(
         raise ValueError("the image must not be empty")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
         raise ValueError(f"replicas must be an integer of at least 0, got {replicas!r}")
+    hardening = hardening or Hardening()
+    _check_hardening(hardening)
     settings: dict[str, object] = dict(config or {})
     given = settings.get("namespaces")
     if given is not None and (not isinstance(given, list | tuple) or list(given) != watch):
@@ -315,7 +430,20 @@ def build_syncer_manifests(
             namespace,
         )
     objects.append(_metrics_service(namespace, metrics_port))
-    objects.append(_deployment(namespace, image, replicas, health_port, metrics_port))
+    ports = (health_port, metrics_port)
+    objects.append(_deployment(namespace, image, replicas, ports, hardening.priority_class))
+    if replicas >= 2:  # with one replica, minAvailable 1 would block every node drain
+        objects.append(_disruption_budget(namespace))
+    if hardening.network_policy:
+        objects.append(_network_policy(namespace, watch, hardening))
+    if hardening.admission_identities:
+        objects += admission.policy_objects(
+            namespace=namespace,
+            service_account=NAME,
+            identities=hardening.admission_identities,
+            watch_namespaces=watch,
+            labels=LABELS,
+        )
     return objects
 
 
@@ -369,6 +497,48 @@ def _print_or_write(objects: list[Manifest], output_dir: str | None) -> int:
     help="Secret (key auth_token) the Ray dashboards want; the syncer may read only it.",
 )
 @click.option(
+    "--admission-policy",
+    is_flag=True,
+    help="Add a ValidatingAdmissionPolicy that lets only the --gitops-identity users, the "
+    "syncer and the cluster's own components write objects carrying kuberay labels.",
+)
+@click.option(
+    "--gitops-identity",
+    "gitops_identities",
+    multiple=True,
+    metavar="USER|group:GROUP",
+    help="Who applies the rendered manifests, e.g. "
+    "system:serviceaccount:argocd:argocd-application-controller (repeatable; with "
+    "--admission-policy).",
+)
+@click.option("--priority-class", default=None, help="priorityClassName of the syncer's pods.")
+@click.option(
+    "--network-policy",
+    is_flag=True,
+    help="Add a NetworkPolicy: ingress to the health/metrics ports; egress to the API "
+    "server, DNS and the watched namespaces' Ray head pods.",
+)
+@click.option(
+    "--api-server-port",
+    "api_server_ports",
+    type=click.IntRange(1, 65535),
+    multiple=True,
+    help="API server port the NetworkPolicy allows (repeatable; default: 443 and 6443).",
+)
+@click.option(
+    "--api-server-cidr",
+    "api_server_cidrs",
+    multiple=True,
+    help="API server addresses the NetworkPolicy allows (repeatable; default: any).",
+)
+@click.option(
+    "--dashboard-port",
+    "dashboard_ports",
+    type=click.IntRange(1, 65535),
+    multiple=True,
+    help="Ray dashboard port the NetworkPolicy allows (repeatable; default: 8265).",
+)
+@click.option(
     "-o",
     "--output-dir",
     type=click.Path(file_okay=False),
@@ -382,6 +552,13 @@ def syncer_manifests(
     replicas: int,
     ttl_mode: str,
     dashboard_auth_secret: str | None,
+    admission_policy: bool,
+    gitops_identities: tuple[str, ...],
+    priority_class: str | None,
+    network_policy: bool,
+    api_server_ports: tuple[int, ...],
+    api_server_cidrs: tuple[str, ...],
+    dashboard_ports: tuple[int, ...],
     output_dir: str | None,
 ) -> None:
     """Print the objects that install kuberay-syncer: RBAC, config, Deployment, Service."""
@@ -389,12 +566,27 @@ def syncer_manifests(
     if dashboard_auth_secret:
         config["dashboard_auth_secret"] = dashboard_auth_secret
     try:
+        if admission_policy != bool(gitops_identities):
+            raise ValueError(
+                "--admission-policy needs at least one --gitops-identity"
+                if admission_policy
+                else "--gitops-identity is used only with --admission-policy"
+            )
+        hardening = Hardening(
+            admission_identities=gitops_identities,
+            priority_class=priority_class,
+            network_policy=network_policy,
+            api_server_ports=api_server_ports or API_SERVER_PORTS,
+            api_server_cidrs=api_server_cidrs,
+            dashboard_ports=dashboard_ports or (DASHBOARD_PORT,),
+        )
         objects = build_syncer_manifests(
             namespace=namespace,
             image=image,
             watch_namespaces=list(watch_namespaces),
             replicas=replicas,
             config=config,
+            hardening=hardening,
         )
         code = _print_or_write(objects, output_dir)
     except ValueError as exc:

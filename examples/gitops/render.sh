@@ -23,9 +23,13 @@ for ns in $TEAMS; do
     -e "s|REPLACE-ME|rendered/$ns|" >"flux/$ns.yaml"
   watch="$watch --watch-namespace $ns"
 done
-# The syncer, installed by the same GitOps flow, watching every team's namespace.
+# The syncer, installed by the same GitOps flow, watching every team's namespace; the
+# admission policy reserves kuberay's labels to the two appliers below and the syncer.
 # shellcheck disable=SC2086 # one --watch-namespace option per team
-kuberay syncer-manifests --namespace kuberay-system $watch --output-dir syncer
+kuberay syncer-manifests --namespace kuberay-system $watch --output-dir syncer \
+  --network-policy --admission-policy \
+  --gitops-identity system:serviceaccount:argocd:argocd-application-controller \
+  --gitops-identity system:serviceaccount:flux-system:kustomize-controller
 # Argo CD's side: the health scripts for argocd-cm and the config-management plugin.
 kuberay render apps --gitops-config argocd-cm >argocd/install/argocd-cm-kuberay.yaml
 kuberay-argocd-cmp plugin-configmap >argocd/install/kuberay-cmp-plugin.yaml

@@ -10,7 +10,6 @@ from renderer.kinds.pipeline import Built, Kind
 from renderer.manifest import Manifest
 from renderer.model.document import document_namespace
 from renderer.model.raycluster import RayCluster, parse_raycluster
-from renderer.objects import batchscheduling
 from renderer.objects import cluster as cluster_objects
 from renderer.options import RenderOptions
 from renderer.rules import batchscheduler as batch_rules
@@ -46,7 +45,7 @@ def check_model(cluster: RayCluster, options: RenderOptions) -> list[Problem]:
 def build(cluster: RayCluster, options: RenderOptions) -> Built:
     """Services, Ingress, PVC, NetworkPolicies, PKI and Pods."""
     objects = cluster_objects.build_cluster(cluster, options)
-    return [], batchscheduling.apply_to_cluster(cluster, objects, options)
+    return [], cluster_objects.schedule(cluster, objects, options)
 
 
 def count_pods(cluster: RayCluster) -> int:

@@ -23,8 +23,9 @@ from renderer.model.rayjob import (
     job_cluster,
     parse_rayjob,
 )
-from renderer.objects import batchscheduling, intent, services, submitter, wrapper
+from renderer.model.schedulers import wants_scheduling
 from renderer.objects import cluster as cluster_objects
+from renderer.objects import intent, services, submitter, wrapper
 from renderer.options import RenderOptions
 from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import raycluster as cluster_rules
@@ -132,8 +133,11 @@ def build(plan: RayJobPlan, options: RenderOptions) -> Built:
     submitter_job = plan.mode == K8S_JOB_MODE and not plan.suspended
     if submitter_job:
         objects.append(submitter.build_submitter_job(plan, options, dashboard_url=dashboard_url))
-    job_cluster_model = _cluster(plan, options) if rendered else None
-    objects = batchscheduling.apply_to_job(plan, job_cluster_model, objects, options)
+    if wants_scheduling(plan.labels, options):  # that module loads only then (start-up)
+        from renderer.objects import batchscheduling
+
+        job_cluster_model = _cluster(plan, options) if rendered else None
+        objects = batchscheduling.apply_to_job(plan, job_cluster_model, objects, options)
     derived = intent.rayjob_derived(
         plan,
         rendered,

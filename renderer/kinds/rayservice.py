@@ -23,8 +23,8 @@ from renderer.errors import Problem
 from renderer.kinds.pipeline import Built, Kind
 from renderer.manifest import Manifest
 from renderer.model.rayservice import RayServicePlan, parse_rayservice, route_port
-from renderer.objects import batchscheduling, gateway, intent, serveconfig, serving
 from renderer.objects import cluster as cluster_objects
+from renderer.objects import gateway, intent, serveconfig, serving
 from renderer.options import RenderOptions
 from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import rayservice as rules
@@ -54,7 +54,7 @@ def check_model(service: RayServicePlan, options: RenderOptions) -> list[Problem
 
 
 def _generation(service: RayServicePlan, options: RenderOptions) -> list[Manifest]:
-    generation = batchscheduling.apply_to_cluster(
+    generation = cluster_objects.schedule(
         service.cluster,
         cluster_objects.build_cluster(service.cluster, options),
         options,

@@ -54,6 +54,11 @@ KUEUE_GATE: Final = "kueue.x-k8s.io/admission"
 KUEUE_MAX_POD_SETS: Final = 18
 
 
+def wants_scheduling(labels: Mapping[str, str], options: RenderOptions) -> bool:
+    """Whether a cluster gets scheduler objects or pod metadata: a scheduler or a Kueue queue."""
+    return bool(options.batch_scheduler or kueue_queue(labels, options))
+
+
 def kueue_queue(labels: Mapping[str, str], options: RenderOptions) -> str:
     """The LocalQueue of a manifest: its `kueue.x-k8s.io/queue-name` label, else the option."""
     return str(labels.get(KUEUE_QUEUE_LABEL) or options.kueue_queue)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
+from renderer.model.schedulers import wants_scheduling
 from renderer.objects import network, pki, pods, services, storage
 from renderer.options import RenderOptions
 
@@ -26,7 +27,21 @@ def build_cluster(
         objects.append(services.build_serve_service(cluster))
     objects.extend(storage.build_gcs_pvc(cluster))
     if options.gate("RayClusterNetworkPolicy"):
-        objects.extend(network.build_network_policies(cluster, job_name=job_name))
+        objects.extend(network.build_network_policies(cluster, options, job_name=job_name))
     objects.extend(pki.build_pki(cluster, options))
     objects.extend(pods.build_pods(cluster, options))
     return objects
+
+
+def schedule(
+    cluster: RayCluster, objects: list[Manifest], options: RenderOptions, *, serving: bool = False
+) -> list[Manifest]:
+    """`objects` with the batch scheduler's or Kueue's additions (`objects.batchscheduling`).
+
+    That module loads only when a scheduler or a queue is in play (start-up, issue 11).
+    """
+    if not wants_scheduling(cluster.labels, options):
+        return objects
+    from renderer.objects import batchscheduling
+
+    return batchscheduling.apply_to_cluster(cluster, objects, options, serving=serving)

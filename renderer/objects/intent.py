@@ -12,7 +12,14 @@ import json
 
 from renderer import naming
 from renderer.manifest import Manifest
-from renderer.model.rayjob import SIDECAR_MODE, RayJobPlan, RenderedCluster, runtime_env_json
+from renderer.model.rayjob import (
+    HTTP_MODE,
+    K8S_JOB_MODE,
+    SIDECAR_MODE,
+    RayJobPlan,
+    RenderedCluster,
+    runtime_env_json,
+)
 from renderer.model.rayservice import RayServicePlan, route_port
 from renderer.objects import gateway
 from renderer.options import RenderOptions
@@ -62,8 +69,13 @@ def rayjob_derived(
     submitter_job: bool,
     submitter_container: str,
 ) -> RayJobDerived:
-    """What the renderer derived for a RayJob: names, mode, runtime env."""
-    runtime_env = runtime_env_json(plan.spec)
+    """What the renderer derived for a RayJob: names, mode, runtime env.
+
+    The runtime env (whose `env_vars` may hold credentials, and which anyone who may read
+    ConfigMaps can read here) only when the syncer submits over HTTP: HTTPMode, or the
+    retries of a K8sJobMode/SidecarMode job with a `backoffLimit` (security review L7).
+    """
+    runtime_env = runtime_env_json(plan.spec) if syncer_submits(plan) else None
     return {
         "submissionMode": plan.mode,
         "clusterName": plan.cluster_name,
@@ -82,8 +94,22 @@ def rayjob_derived(
     }
 
 
+def syncer_submits(plan: RayJobPlan) -> bool:
+    """Whether the syncer may submit this job itself (and so needs its runtime env)."""
+    if plan.mode == HTTP_MODE:
+        return True
+    retries = plan.spec.get("backoffLimit")
+    has_retries = isinstance(retries, int) and not isinstance(retries, bool) and retries > 0
+    return plan.mode in (K8S_JOB_MODE, SIDECAR_MODE) and has_retries
+
+
+# Not copied into the intent: the cluster has its own objects, and the runtime env is
+# `derived.runtimeEnv` (decoded, and only when the syncer needs it).
+_NOT_IN_INTENT = frozenset({"rayClusterSpec", "runtimeEnvYAML"})
+
+
 def build_rayjob_intent(plan: RayJobPlan, derived: RayJobDerived) -> Manifest:
-    """The intent ConfigMap of a RayJob: its spec without `rayClusterSpec`, and `derived`."""
+    """The intent ConfigMap of a RayJob: its spec (less `_NOT_IN_INTENT`), and `derived`."""
     metadata: IntentMetadata = {
         "name": plan.name,
         "namespace": plan.namespace,
@@ -94,7 +120,7 @@ def build_rayjob_intent(plan: RayJobPlan, derived: RayJobDerived) -> Manifest:
         "version": INTENT_VERSION,
         "kind": RAYJOB,
         "metadata": metadata,
-        "spec": {k: v for k, v in plan.spec.items() if k != "rayClusterSpec"},
+        "spec": {k: v for k, v in plan.spec.items() if k not in _NOT_IN_INTENT},
         "derived": derived,
     }
     labels = {**plan.source_labels, naming.ROLE: naming.ROLE_INTENT}

@@ -9,6 +9,7 @@ reconciling. Pure: documents and models in, `Problem`s out; it builds nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
@@ -169,6 +170,7 @@ def check_raycluster(
     _check_tls(check)
     _check_upgrade_strategy(check)
     _check_autoscaler_v1_restart_policy(check)
+    _check_literal_credentials(check)
     # The renderer's own bound last, after KubeRay's rules (their order is KubeRay's).
     return problems + check.problems + limits.check_cluster_size(spec, spec_at, options)
 
@@ -869,6 +871,44 @@ def _check_autoscaler_v1_restart_policy(check: _Check) -> None:
                 "Never or unset when using autoscaler V1",
                 "warning",
             )
+
+
+# `$NAME`, `${NAME}` (expanded by the shell that runs `ray start`) or `$(NAME)` (by the
+# kubelet, in env values): a reference to a variable, not a password.
+_ENV_REFERENCE: Final = re.compile(r"\$(?:[A-Za-z_]\w*|\{[A-Za-z_]\w*\}|\([A-Za-z_]\w*\))")
+
+
+def _is_literal(value: object) -> bool:
+    text = as_text(value)
+    return bool(text) and _ENV_REFERENCE.fullmatch(text) is None
+
+
+def _check_literal_credentials(check: _Check) -> None:
+    """Beyond KubeRay (security review L7): a password written in the manifest is in git.
+
+    Rendered as KubeRay does (into the head pod's env), so a warning, not an error.
+    """
+    secret_hint = (
+        "it is stored in git and in the rendered Pods in plain text; use "
+        "gcsFaultToleranceOptions.redisPassword.valueFrom.secretKeyRef instead"
+    )
+    ft = as_dict(check.spec.get("gcsFaultToleranceOptions"))
+    password = as_dict(ft.get("redisPassword"))
+    # (Under the rocksdb backend any redisPassword is already an error.)
+    if _is_literal(password.get("value")) and as_text(ft.get("backend")) != "rocksdb":
+        check.add(
+            (*check.at, "gcsFaultToleranceOptions", "redisPassword", "value"),
+            f"a literal Redis password: {secret_hint}",
+            "warning",
+        )
+    # (With gcsFaultToleranceOptions the parameter is already an error, rule 8.)
+    legacy = as_dict(check.head.get("rayStartParams")).get("redis-password")
+    if check.spec.get("gcsFaultToleranceOptions") is None and _is_literal(legacy):
+        check.add(
+            (*check.at, "headGroupSpec", "rayStartParams", "redis-password"),
+            f"a literal Redis password in rayStartParams: {secret_hint}",
+            "warning",
+        )
 
 
 SERVE_PORT_MESSAGE: Final = (

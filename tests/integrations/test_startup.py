@@ -24,6 +24,19 @@ heavy = ("kubernetes", "syncer", "watchfiles", "jinja2")
 loaded = sorted({m.split(".")[0] for m in sys.modules} & set(heavy))
 print(json.dumps(loaded), file=sys.stderr)
 """
+# Loaded only for their kind or option: another kind's pipeline, the batch schedulers, the
+# GitOps configs, the output directory and its diff, the suggestion of a misspelt field.
+LAZY = (
+    "renderer.kinds.rayjob",
+    "renderer.kinds.rayservice",
+    "renderer.objects.batchscheduling",
+    "renderer.gitops",
+    "renderer.outdir",
+    "renderer.ghformat",
+    "difflib",
+    "traceback",
+    "importlib.resources",
+)
 
 
 def loaded_after(*argv: str) -> list[str]:
@@ -39,6 +52,32 @@ def test_render_imports_neither_the_syncer_nor_kubernetes() -> None:
     # A RayJob's submitter script is a jinja2 template: only then is jinja2 loaded.
     assert loaded_after("validate", str(EXAMPLES / "rayjob.yaml")) in ([], ["jinja2"])
     assert "jinja2" in loaded_after("render", str(EXAMPLES / "rayjob.yaml"))
+
+
+def modules_after(lazy: tuple[str, ...], *argv: str) -> list[str]:
+    """Which of `lazy` a `kuberay` run in a fresh interpreter imported."""
+    probe = PROBE.replace(
+        'heavy = ("kubernetes", "syncer", "watchfiles", "jinja2")', f"heavy = {lazy!r}"
+    )
+    probe = probe.replace('{m.split(".")[0] for m in sys.modules}', "set(sys.modules)")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=False
+    )
+    return list(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def test_a_raycluster_render_loads_no_other_kind_and_no_optional_module() -> None:
+    assert modules_after(LAZY, "render", str(EXAMPLES / "raycluster.yaml")) == []
+    # Each loads when its kind or option is there (so the probe can see them at all).
+    assert modules_after(LAZY, "render", str(EXAMPLES / "rayjob.yaml")) == ["renderer.kinds.rayjob"]
+    scheduled = modules_after(
+        LAZY, "render", str(EXAMPLES / "raycluster.yaml"), "--batch-scheduler", "volcano"
+    )
+    assert scheduled == ["renderer.objects.batchscheduling"]
+    flux = modules_after(
+        LAZY, "render", str(EXAMPLES / "raycluster.yaml"), "--gitops-config", "flux"
+    )
+    assert flux == ["renderer.gitops"]
 
 
 def test_plugin_commands_still_load_when_invoked_or_listed() -> None:

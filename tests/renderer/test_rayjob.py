@@ -845,6 +845,7 @@ def test_intent_holds_metadata_spec_and_derived_facts() -> None:
         runtimeEnvYAML="env_vars: {A: '1'}",
         ttlSecondsAfterFinished=60,
         shutdownAfterJobFinishes=True,
+        backoffLimit=1,  # the syncer submits the retry, so the intent keeps the runtime env
     )
     objects = build(doc)
     plan = plan_for(doc)
@@ -868,6 +869,7 @@ def test_intent_holds_metadata_spec_and_derived_facts() -> None:
         "annotations": {naming.RUN_ANNOTATION: "3"},
     }
     assert "rayClusterSpec" not in data["spec"]
+    assert "runtimeEnvYAML" not in data["spec"]
     assert data["spec"]["ttlSecondsAfterFinished"] == 60
     worker_names = sorted(
         p["metadata"]["name"]
@@ -1038,3 +1040,32 @@ def test_rayjob_sample_renders(sample: Path) -> None:
         if (found := validate_object(o))
     }
     assert not failures
+
+
+# --- the runtime env in the intent (security review L7) -------------------------------------
+
+RUNTIME_ENV = 'env_vars: {API_KEY: "s3cr3t"}\npip: ["a"]\n'
+
+
+@pytest.mark.parametrize(
+    ("mode", "backoff", "carried"),
+    [
+        ("HTTPMode", None, True),  # the syncer submits it
+        ("K8sJobMode", 2, True),  # retries are submitted by the syncer over HTTP
+        ("SidecarMode", 1, True),
+        ("K8sJobMode", None, False),  # the submitter Job submits; no retry
+        ("K8sJobMode", 0, False),
+        ("SidecarMode", None, False),
+        ("InteractiveMode", None, False),  # the user submits
+    ],
+)
+def test_the_intent_carries_the_runtime_env_only_when_the_syncer_submits(
+    mode: str, backoff: int | None, carried: bool
+) -> None:
+    spec: dict[str, Any] = {"submissionMode": mode, "runtimeEnvYAML": RUNTIME_ENV}
+    if backoff is not None:
+        spec["backoffLimit"] = backoff
+    found = intent(build(job_doc(**spec)))
+    assert "runtimeEnvYAML" not in found["spec"]  # never the raw text
+    expected = {"env_vars": {"API_KEY": "s3cr3t"}, "pip": ["a"]} if carried else None
+    assert found["derived"]["runtimeEnv"] == expected

@@ -1171,3 +1171,34 @@ def test_gated_samples_pass_with_their_gates_on():
     results = sample_results(RenderOptions().with_gates(**ALL_GATES))
     problems = {key: found for key, found in results.items() if found}
     assert problems == REFUSED_SAMPLES
+
+
+# --- beyond KubeRay: literal credentials (security review L7) ---------------------------------
+
+LITERAL = (
+    "a literal Redis password{where}: it is stored in git and in the rendered Pods in plain "
+    "text; use gcsFaultToleranceOptions.redisPassword.valueFrom.secretKeyRef instead"
+)
+
+
+def test_a_literal_redis_password_is_warned_about_but_rendered():
+    doc = raycluster(gcsFaultToleranceOptions={**REDIS, "redisPassword": {"value": "hunter2"}})
+    assert run(doc) == [f"warning: {FT}.redisPassword.value: " + LITERAL.format(where="")]
+    legacy = raycluster(
+        annotations={"ray.io/ft-enabled": "true"},
+        headGroupSpec=head(rayStartParams={"redis-password": "hunter2"}),
+    )
+    assert run(legacy) == [
+        f"warning: {HEAD}.rayStartParams.redis-password: "
+        + LITERAL.format(where=" in rayStartParams")
+    ]
+
+
+@pytest.mark.parametrize("value", ["$REDIS_PASSWORD", "${REDIS_PASSWORD}", "$(REDIS_PASSWORD)", ""])
+def test_a_variable_reference_or_a_secret_is_no_literal_password(value: str):
+    by_value = raycluster(gcsFaultToleranceOptions={**REDIS, "redisPassword": {"value": value}})
+    assert run(by_value) == []
+    legacy = raycluster(headGroupSpec=head(rayStartParams={"redis-password": value}))
+    assert run(legacy) == []
+    secret = {"valueFrom": {"secretKeyRef": {"name": "redis", "key": "password"}}}
+    assert run(raycluster(gcsFaultToleranceOptions={**REDIS, "redisPassword": secret})) == []

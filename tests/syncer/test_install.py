@@ -25,16 +25,15 @@ LABELS = {
 }
 WATCH_RULES = {
     ("", "pods"): ["create", "delete", "get", "list", "patch", "watch"],
-    ("", "configmaps"): ["create", "delete", "get", "list", "patch", "update", "watch"],
-    ("", "services"): ["delete", "get", "list", "watch"],
+    ("", "configmaps"): ["create", "delete", "list", "patch", "update", "watch"],
+    ("", "services"): ["delete", "list"],
     ("", "persistentvolumeclaims"): ["delete", "list"],
-    ("", "events"): ["create", "patch"],
-    ("events.k8s.io", "events"): ["create", "patch"],
-    ("batch", "jobs"): ["delete", "get", "list", "patch", "watch"],
+    ("", "events"): ["create"],
+    ("batch", "jobs"): ["delete", "list", "patch", "watch"],
     ("networking.k8s.io", "networkpolicies"): ["delete", "list"],
     ("networking.k8s.io", "ingresses"): ["delete", "list"],
-    ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch"],
-    ("gateway.networking.k8s.io", "httproutes"): ["get", "list", "patch", "update", "watch"],
+    ("gateway.networking.k8s.io", "gateways"): ["list", "watch"],
+    ("gateway.networking.k8s.io", "httproutes"): ["list", "patch", "watch"],
 }
 
 
@@ -103,6 +102,7 @@ def test_default_install_watches_its_own_namespace() -> None:
         ("RoleBinding", "kuberay-system", "kuberay-syncer-leader-election"),
         ("Service", "kuberay-system", "kuberay-syncer-metrics"),
         ("Deployment", "kuberay-system", "kuberay-syncer"),
+        ("PodDisruptionBudget", "kuberay-system", "kuberay-syncer"),
     ]
     role = find(objects, "Role", "kuberay-syncer", "kuberay-system")
     assert grants(role) == WATCH_RULES
@@ -202,8 +202,11 @@ def test_deployment_runs_the_syncer_safely_with_its_config_mounted() -> None:
     assert pod["serviceAccountName"] == "kuberay-syncer"
     assert pod["securityContext"] == {
         "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
+    assert "priorityClassName" not in pod
     [container] = pod["containers"]
     assert container["image"] == "registry.example/syncer:dev"
     assert container["args"] == ["--config", "/etc/kuberay-syncer/config.yaml"]
@@ -215,6 +218,12 @@ def test_deployment_runs_the_syncer_safely_with_its_config_mounted() -> None:
         ("health", 8081),
         ("metrics", 8080),
     ]
+    assert container["startupProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "health"},
+        "periodSeconds": 2,
+        "timeoutSeconds": 2,
+        "failureThreshold": 60,
+    }
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["resources"] == {
@@ -226,6 +235,8 @@ def test_deployment_runs_the_syncer_safely_with_its_config_mounted() -> None:
         "capabilities": {"drop": ["ALL"]},
         "readOnlyRootFilesystem": True,
         "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
     }
     # A directory mount (no subPath), so ConfigMap updates reach the running pod.
     mount = container["volumeMounts"][0]

@@ -63,8 +63,9 @@ _NAMESPACED_RULES: Final = (
     # get: a serve-label patch re-reads the pod on conflict; delete: ttl_mode delete, retirement;
     # create, delete: the autoscaling actuator's dynamic worker Pods (reference/autoscaling.md).
     ("", "pods", ("create", "delete", "get", "list", "patch", "watch")),
-    # create/update: status ConfigMaps; patch: status annotations on a RayService's intent.
-    ("", "configmaps", ("create", "delete", "list", "patch", "update", "watch")),
+    # create, patch (guarded): status ConfigMaps, autoscaler state; get: a squat check, the
+    # RayService intent re-read right before a destructive step.
+    ("", "configmaps", ("create", "delete", "get", "list", "patch", "watch")),
     # delete: a drained RayService generation is retired (DESIGN §1, last row).
     ("", "services", ("delete", "list")),
     ("", "persistentvolumeclaims", ("delete", "list")),

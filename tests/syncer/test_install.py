@@ -25,7 +25,7 @@ LABELS = {
 }
 WATCH_RULES = {
     ("", "pods"): ["create", "delete", "get", "list", "patch", "watch"],
-    ("", "configmaps"): ["create", "delete", "list", "patch", "update", "watch"],
+    ("", "configmaps"): ["create", "delete", "get", "list", "patch", "watch"],
     ("", "services"): ["delete", "list"],
     ("", "persistentvolumeclaims"): ["delete", "list"],
     ("", "events"): ["create"],

@@ -28,6 +28,7 @@ SKIPPED = {"statuscmd.py", "install.py", "kube/client.py", "kube/forwarding.py"}
 SKIPPED |= {"kube/informer.py", "kube/cache.py"}
 # Calls on a parameter of a generic helper, whose callers are scanned instead.
 GENERIC = {("status.py", "resource")}  # status.annotate(kube, cache, resource, ...)
+GENERIC |= {("rayjob/actions.py", "resource")}  # _delete(kube, resource, obj), callers below
 VERBS = {
     "get": ("get",),
     "create": ("create",),
@@ -41,6 +42,7 @@ VERBS = {
 _CALL = re.compile(r"\b_?kube\.(\w+)\(\s*([\w.]+)")
 _WATCHING = re.compile(r"Cache\.watching\(\s*[\w.]+,\s*([\w.]+)")
 _ANNOTATE = re.compile(r"status\.annotate\(\s*[^,]+,\s*[^,]+,\s*([^,]+),")
+_DELETE = re.compile(r"\b_delete\(\s*[\w.]+,\s*([\w.]+)")  # rayjob/actions.py's helper
 _LOOP = re.compile(r"for (\w+) in ([\w.]+):")
 Grant = tuple[str, str, str]  # (group, resource, verb)
 
@@ -85,6 +87,7 @@ def used_grants() -> set[Grant]:
                 continue
             found.append((name, VERBS[method]))
         found += [(m.group(1), ("list", "watch")) for m in _WATCHING.finditer(text)]
+        found += [(m.group(1), ("delete",)) for m in _DELETE.finditer(text)]
         for match in _ANNOTATE.finditer(text):
             found += [(n, ("patch",)) for n in re.findall(r"\b[A-Z][A-Z_]+\b", match.group(1))]
         for name, verbs in found:

@@ -98,7 +98,14 @@ class RayServiceReconciler:
         for cache in (self.configs, self.routes, self.gateways):
             cache.add_handler(self._on_change)
         pods.add_index(views.BY_SERVICE, views.service_of)
-        self.actions = actions.Actions(self.kube, pool, pods, self.configs, self.routes)
+        self.actions = actions.Actions(
+            self.kube,
+            pool,
+            pods,
+            self.configs,
+            self.routes,
+            is_leader=lambda: engine.is_leader(),
+        )
         self.stats = self.actions.stats
 
     def caches(self) -> Sequence[Cache]:

@@ -4,9 +4,10 @@
 so the syncer's real `HttpDashboard` talks to it over sockets. Every request is recorded
 with its Host header (which names the head Service, hence the namespace, the syncer
 meant), its `X-Ray-Authorization` header and what was answered. Per-host behaviour:
-`tokens` (the token each namespace's heads accept; a wrong or missing one gets 401) and
-`mode` by namespace: `honest`, `trickle` (one byte every `trickle_s`), `huge` (a reply of
-`huge_bytes`, counted as written) or `down` (503). Started and stopped by the test that
+`tokens` (the token a head Service, else each namespace's heads, accept; a wrong or
+missing one gets 401) and `mode` by head Service, else by namespace: `honest`,
+`trickle` (one byte every `trickle_s`), `huge` (a reply of `huge_bytes`, counted as
+written) or `down` (503). Started and stopped by the test that
 owns it (`close`), never by name.
 """
 
@@ -35,6 +36,11 @@ class Seen:
     status: int
 
     @property
+    def service(self) -> str:
+        """The head Service the request was addressed to (Host header)."""
+        return self.host.split(".")[0]
+
+    @property
     def namespace(self) -> str:
         """The namespace of the head Service the request was addressed to (Host header)."""
         parts = self.host.split(".")
@@ -53,7 +59,7 @@ class RayHttp:
     huge_bytes: int = 64 * 1024 * 1024
     replies: dict[str, bytes] = field(default_factory=dict)  # fixed 200 replies by path
     seen: list[Seen] = field(default_factory=list)
-    written: dict[str, int] = field(default_factory=dict)  # bytes written per namespace
+    written: dict[str, int] = field(default_factory=dict)  # hostile bytes by head Service
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
     thread: threading.Thread | None = None
@@ -93,10 +99,14 @@ class RayHttp:
         if self.thread is not None:
             self.thread.join(5)
 
-    def requests(self, namespace: str | None = None) -> list[Seen]:
-        """A snapshot of the record, optionally for one namespace's hosts."""
+    def requests(self, namespace: str | None = None, service: str | None = None) -> list[Seen]:
+        """A snapshot of the record, optionally for one namespace's or Service's hosts."""
         with self.lock:
-            return [s for s in self.seen if namespace is None or s.namespace == namespace]
+            return [
+                s
+                for s in self.seen
+                if namespace in (None, s.namespace) and service in (None, s.service)
+            ]
 
     # --- answering -----------------------------------------------------------------------
 
@@ -106,16 +116,17 @@ class RayHttp:
         body = request.rfile.read(length) if length else b""
         host = str(request.headers.get("Host") or "")
         auth = request.headers.get("X-Ray-Authorization")
-        namespace = Seen(request.command, request.path, host, auth, 0).namespace
-        mode = self.mode.get(namespace, "honest")
-        expected = self.tokens.get(namespace)
+        seen = Seen(request.command, request.path, host, auth, 0)
+        namespace, service = seen.namespace, seen.service
+        mode = self.mode.get(service) or self.mode.get(namespace, "honest")
+        expected = self.tokens.get(service) or self.tokens.get(namespace)
         if expected is not None and auth != f"Bearer {expected}":
             status, payload = 401, b"Unauthorized: invalid token"
         elif mode == "down":
             status, payload = 503, b"no healthy upstream"
         elif mode in ("trickle", "huge"):
             self._record(request, host, auth, 200)
-            self._hostile(request, namespace, mode)
+            self._hostile(request, service, mode)
             return
         elif request.path in self.replies:
             status, payload = 200, self.replies[request.path]

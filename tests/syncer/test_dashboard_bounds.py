@@ -45,7 +45,7 @@ def test_a_trickling_dashboard_holds_a_request_only_until_its_deadline(ray: RayH
     with pytest.raises(TransientError, match="timed out"):
         client.list_jobs()
     time.sleep(0.5)  # let the server notice the closed connection
-    written = ray.written.get(NS, 0)
+    written = ray.written.get("head-svc", 0)
     # Not the 400 bytes a per-recv timeout would have waited for: about 1 s worth (20).
     assert 0 < written < 100
     assert client.sent == 1
@@ -59,7 +59,7 @@ def test_a_huge_reply_is_refused_after_the_cap_and_not_read_further(ray: RayHttp
         client.list_jobs()
     time.sleep(0.5)
     # The server could push only the cap plus what the socket buffers held: far from 256 MiB.
-    assert ray.written.get(NS, 0) < 32 * 1024 * 1024
+    assert ray.written.get("head-svc", 0) < 32 * 1024 * 1024
 
 
 def test_the_circuit_breaker_bounds_requests_to_a_dead_dashboard(ray: RayHttp) -> None:

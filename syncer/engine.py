@@ -259,8 +259,9 @@ class Engine:
             wake = self._reconcilers[kind].reconcile(key)
             if wake is not None:
                 self.queue.add_after(key, wake)
-        except NotLeaderError:
+        except NotLeaderError:  # a lease gone stale mid-pass: a leader again looks soon
             self.stats["not_leader"] += 1
+            self.queue.add_after(key, min(30.0, self.options.retry_s))
         except ConflictError:
             self._failed(kind, "conflicts", "conflict")
             self.queue.add_after(key, _CONFLICT_RETRY_S)

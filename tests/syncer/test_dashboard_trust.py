@@ -15,8 +15,9 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from syncer.ray.dashboard import DashboardError, HttpDashboard
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.daemon import Daemon
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 from tests.syncer.rayhttp import RayHttp
@@ -77,7 +79,7 @@ class World:
     controllers: Controllers
     syncers: list[Syncer]
 
-    def syncer(self, **dashboard: Any) -> Syncer:
+    def syncer(self, is_leader: Callable[[], bool] = lambda: True, **dashboard: Any) -> Syncer:
         """The daemon's parts with its own HTTP clients; the test plays DNS only."""
         settings = dashboards.Settings(
             timeout_s=1.0,
@@ -92,7 +94,7 @@ class World:
             settings=Settings(submitter_finished_timeout_s=30),
             dashboard=settings,
         )
-        syncer = Syncer(self.kube, options)
+        syncer = Syncer(self.kube, options, is_leader=is_leader)
         self.syncers.append(syncer)
         return syncer
 
@@ -316,6 +318,40 @@ def test_no_dashboard_mutation_goes_out_without_a_fresh_lease(world: World) -> N
     assert [s.method for s in ray.requests()] == ["GET"]
 
 
+class LosingLease(FakeDashboard):
+    """A head whose first job list coincides with the syncer losing its lease mid-pass."""
+
+    def __init__(self) -> None:
+        super().__init__(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
+        self.fresh = True
+        self.lost_in_a_pass = 0
+
+    def list_jobs(self) -> list[Any]:
+        jobs = super().list_jobs()
+        if self.lost_in_a_pass == 0:
+            self.fresh = False  # after the pass's own leader check, before its Submit
+            self.lost_in_a_pass = 1
+        return jobs
+
+
+def test_a_lease_lost_mid_pass_sends_no_submission(world: World) -> None:
+    a, ray = world.a, world.ray
+    head = LosingLease()
+    ray.dashboard = head
+    world.job("plain", a)
+    world.controllers.start(interval=0.05)
+    syncer = world.syncer(is_leader=lambda: head.fresh)
+    syncer.start()
+    wait_until(lambda: syncer.engine.stats["not_leader"] >= 1, what="a pass refused mid-way")
+    time.sleep(1.0)  # passes keep being refused while the lease is not fresh
+    assert [s.method for s in ray.requests()] == ["GET"]  # the list; no POST went out
+    assert head.calls["submit_job"] == 0
+    head.fresh = True  # the lease is back: the next pass submits once and completes
+    syncer.engine.enqueue_all()
+    assert world.complete(a, "plain")["jobStatus"] == "SUCCEEDED"
+    assert head.calls["submit_job"] == 1
+
+
 def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) -> None:
     a, ray = world.a, world.ray
     world.job("plain", a)
@@ -335,6 +371,7 @@ def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) ->
     assert [s.host for s in ray.requests()] == [f"{head}.{a}.svc.cluster.local:{ray.port}"]
     # A URL of any other form is refused before anything is dialled.
     for bad in (
+        "",
         f"http://{head}.{a}.svc.evil.example:8265",
         f"http://{head}.{a}.svc.cluster.local:8265/proxy",
         "http://169.254.169.254:80",
@@ -343,3 +380,47 @@ def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) ->
         with pytest.raises((DashboardError, TransientError)):
             factory(bad).list_jobs()
     assert len(ray.requests()) == 1
+
+
+def test_the_daemon_with_an_auth_secret_starts_and_reads_it_only_where_clusters_are(
+    kube_api: KubeApi, world: World, tmp_path: Path
+) -> None:
+    # The crash-loop of H4: the old daemon read the Secret in its own namespace at start-up,
+    # which the rendered Roles do not grant, and exited. Now nothing is read at start-up.
+    own = f"{world.a}-sys"
+    kube_api.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=own)))
+    world.secret(world.a, "ray-token", "token-a")
+    config = tmp_path / "syncer.yaml"
+    config.write_text(
+        f"namespaces: [{world.a}]\ndashboard_auth_secret: ray-token\ndashboard_timeout_s: 1\n"
+        "poll_interval_s: 0.2\nhealth_port: 0\nmetrics_port: 0\nbind_address: 127.0.0.1\n"
+    )
+    since = kube_api.fake.audit.mark()
+    daemon = Daemon.start(
+        identity="syncer-auth",
+        kubeconfig=kube_api.kubeconfig,
+        config=config,
+        namespace=own,
+        dashboard_url=None,  # the daemon's own HTTP clients
+        workdir=tmp_path,
+    )
+    try:
+        daemon.wait_ready()
+        world.job("plain", world.a)
+        world.controllers.start(interval=0.05)
+
+        def reads() -> list[tuple[str, str]]:
+            records = kube_api.fake.audit.records(verb="get", resource="secrets", since=since)
+            return [
+                (str(r.namespace), str(r.name))
+                for r in records
+                if r.user_agent == daemon.user_agent
+            ]
+
+        # No cluster DNS here: its dial fails, but the token was read for it first.
+        wait_until(reads, timeout=30, what="the daemon to read the cluster's Secret")
+        time.sleep(1.0)
+        assert daemon.alive()
+        assert set(reads()) == {(world.a, "ray-token")}
+    finally:
+        daemon.terminate()

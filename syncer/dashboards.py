@@ -60,7 +60,7 @@ class Settings:
     tokens_kept: int = 1024
     breaker_threshold: int = 5
     breaker_base_s: float = 1.0
-    breaker_max_s: float = 60.0
+    breaker_max_s: float = 30.0
     # Host name -> address to connect to; tests play cluster DNS with it. None: as is.
     resolve: Callable[[str], str] | None = None
 

@@ -21,7 +21,7 @@ from syncer.errors import TransientError
 
 DEFAULT_THRESHOLD: Final = 5  # consecutive failures that open the circuit
 DEFAULT_BASE_S: Final = 1.0  # first open period
-DEFAULT_MAX_S: Final = 60.0  # longest open period
+DEFAULT_MAX_S: Final = 30.0  # longest open period
 DEFAULT_URLS: Final = 4096  # breakers kept (least recently used dropped first)
 
 

@@ -60,7 +60,7 @@ _MAX_ERROR_TEXT = 500
 MAX_REPLY_BYTES: Final = 4 * 1024 * 1024  # a 2 MB job list is ~5,000 jobs (review M3)
 MAX_ERROR_BYTES: Final = 64 * 1024  # of an error body only a summary line is kept
 MAX_MESSAGE_CHARS: Final = 1024  # Ray's job and Serve messages, as they reach status (L3)
-_TRUNCATED: Final = " [truncated]"
+_TRUNCATED: Final = " [... truncated ...] "
 # Statuses that say the head itself is down (a proxy in front of it answered): the breaker
 # counts them as failures, like no answer at all. A 500 is Ray's own answer (a duplicate
 # submission is one), so it is not.
@@ -533,10 +533,15 @@ def _summary(text: str) -> str:
 
 
 def _capped(text: str | None) -> str | None:
-    """Ray's free text as it may reach a status ConfigMap: at most MAX_MESSAGE_CHARS (L3)."""
+    """Ray's free text as it may reach a status ConfigMap: at most MAX_MESSAGE_CHARS (L3).
+
+    A longer text keeps its start and its end (a traceback's last line names the error).
+    """
     if text is None or len(text) <= MAX_MESSAGE_CHARS:
         return text
-    return text[: MAX_MESSAGE_CHARS - len(_TRUNCATED)] + _TRUNCATED
+    head = text[: MAX_MESSAGE_CHARS // 4]
+    tail = text[len(head) + len(_TRUNCATED) - MAX_MESSAGE_CHARS :]
+    return head + _TRUNCATED + tail
 
 
 def _quote(submission_id: str) -> str:

@@ -126,13 +126,16 @@ def test_every_bad_dashboard_url_is_a_dashboard_error(url: str) -> None:
 
 def test_rays_messages_are_capped_before_they_reach_status(ray: RayHttp) -> None:
     job = {"submission_id": "j1", "status": "FAILED", "entrypoint": "x", "type": "SUBMISSION"}
-    huge = {**job, "message": "x" * 2_000_000, "error_type": "E" * 10_000}
+    traceback = "Traceback (most recent call last):\n" + "  x\n" * 500_000 + "ValueError: boom"
+    huge = {**job, "message": traceback, "error_type": "E" * 10_000}
     ray.replies["/api/jobs/"] = json.dumps([huge]).encode()
     client = _client(ray, timeout=5.0)
     (info,) = client.list_jobs()
     assert info["message"] is not None
     assert len(info["message"]) == MAX_MESSAGE_CHARS
-    assert info["message"].endswith("[truncated]")
+    assert info["message"].startswith("Traceback (most recent call last):")
+    assert "[... truncated ...]" in info["message"]
+    assert info["message"].endswith("\nValueError: boom")  # the line that names the error
     assert info["error_type"] is not None
     assert len(info["error_type"]) == MAX_MESSAGE_CHARS
     assert len(json.dumps(info)) < 4 * MAX_MESSAGE_CHARS

@@ -10,7 +10,6 @@ released (so another replica takes over at once) and the HTTP endpoints close.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import ipaddress
 import logging
@@ -27,18 +26,18 @@ from types import FrameType
 import click
 
 from renderer import naming
+from syncer import dashboards as dashboard_clients
 from syncer import engine, metrics
 from syncer.autoscaler import pods as autoscaler_pods
 from syncer.autoscaler import reconciler as autoscaler_reconciler
 from syncer.config import Config, ConfigError, load_config
-from syncer.errors import SyncerError
 from syncer.httpserver import HealthServer, MetricsServer
 from syncer.kube.cache import Cache
-from syncer.kube.client import PODS, SECRETS, Kube, KubeClient
+from syncer.kube.client import PODS, SERVICES, Kube, KubeClient
+from syncer.kube.informer import Informer
 from syncer.kube.leader import AlwaysLeader, GuardedKube, LeaderElector
 from syncer.kube.ratelimit import TokenBucket
 from syncer.logs import set_level, setup_logging
-from syncer.ray.dashboard import HttpDashboard
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
 from syncer.rayjob import machine as rayjob_machine
@@ -66,6 +65,7 @@ class Options:
     work_queue_limit: int = 100_000
     cluster_domain: str = "cluster.local"
     settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
+    dashboard: dashboard_clients.Settings = field(default_factory=dashboard_clients.Settings)
 
     def for_engine(self) -> engine.Options:
         """The engine's share."""
@@ -101,12 +101,41 @@ class Syncer:
         kube: Kube,
         options: Options,
         *,
-        dashboards: Callable[[str], Dashboard],
+        dashboards: Callable[[str], Dashboard] | None = None,
         is_leader: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.time,
         service_settings: rayservice_state.Settings | None = None,
     ) -> None:
+        """Assemble the parts; `dashboards` replaces the daemon's own HTTP clients.
+
+        Without it the clients are `syncer.dashboards`': live Service port, per-namespace
+        token, circuit breakers, the lease fence.
+        """
         self.options = options
+        # One pod cache for every kind (a RayJob's cluster pods, a RayService's generations,
+        # an autoscaled cluster's head and the dynamic workers the actuator made).
+        self.pods = Cache.watching(
+            kube,
+            PODS,
+            options.namespaces,
+            label_selector=pod_selector(options.label_selector),
+            project=dashboard_clients.keeping_auth_secret(rayjob_views.cached_pod),
+        )
+        self.pods.add_index(dashboard_clients.HEADS_INDEX, dashboard_clients.heads)
+        # The head Services, for the live dashboard port (C2).
+        self.services = Cache.watching(
+            kube,
+            SERVICES,
+            options.namespaces,
+            label_selector=options.label_selector,
+            project=dashboard_clients.project_service,
+        )
+        self.http: dashboard_clients.DashboardFactory | None = None
+        if dashboards is None:
+            self.http = dashboard_clients.DashboardFactory(
+                kube, self.services, self.pods, options.dashboard, fence=is_leader
+            )
+            dashboards = self.http
         self.dashboards = DashboardPool(dashboards, budget_rps=options.dashboard_budget_rps)
         self.engine = engine.Engine(
             kube,
@@ -115,15 +144,6 @@ class Syncer:
             clock=clock,
             monotonic=self.dashboards.now,
             event_memory_s=2 * self.dashboards.max_age_s,
-        )
-        # One pod cache for every kind (a RayJob's cluster pods, a RayService's generations,
-        # an autoscaled cluster's head and the dynamic workers the actuator made).
-        self.pods = Cache.watching(
-            kube,
-            PODS,
-            options.namespaces,
-            label_selector=pod_selector(options.label_selector),
-            project=rayjob_views.cached_pod,
         )
         self.pods.add_handler(self.engine.route_owned)
         self.rayjob = rayjob_reconciler.RayJobReconciler(
@@ -152,22 +172,40 @@ class Syncer:
         self.engine.reconfigure(options.for_engine())
         self.rayjob.reconfigure(options.for_rayjob())
 
+    def informers(self) -> list[Informer]:
+        """Every informer: the engine's and the head Services' (which no reconciler lists)."""
+        return [*self.engine.informers(), *self.services.informers]
+
     def start_informers(self, timeout: float = 60.0) -> bool:
         """Start every cache and wait for the first lists (tests that drive passes)."""
-        return self.engine.start_informers(timeout)
+        for informer in self.services.informers:
+            informer.start()
+        synced = self.engine.start_informers(timeout)
+        return synced and all(i.wait_synced(timeout) for i in self.services.informers)
 
     def start(self, stop: threading.Event | None = None) -> bool:
-        """Start caches, then workers and the resync (see `Engine.start`)."""
+        """Start caches, then workers and the resync (see `Engine.start`).
+
+        The head Services are listed first: a pass dials only a Service it has cached.
+        """
         metrics.BUILD_INFO.labels(version=VERSION).set(1)
+        for informer in self.services.informers:
+            informer.start()
+        while not all(i.wait_synced(0.2) for i in self.services.informers):
+            if stop is not None and stop.is_set():
+                return False
         return self.engine.start(stop)
 
     def stop(self) -> None:
         """Stop workers and caches."""
         self.engine.stop()
+        for informer in self.services.informers:
+            informer.stop()
 
     def healthy(self) -> bool:
         """Liveness (H2): every informer and engine thread alive, no watch stalled."""
-        return self.engine.healthy()
+        services = all(i.alive and not i.stalled() for i in self.services.informers)
+        return self.engine.healthy() and services
 
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""
@@ -204,6 +242,11 @@ def options_from(config: Config, own_namespace: str) -> Options:
         ttl_mode=config.ttl_mode,
         work_queue_limit=config.work_queue_limit,
         cluster_domain=config.cluster_domain,
+        dashboard=dashboard_clients.Settings(
+            timeout_s=config.dashboard_timeout_s,
+            auth_secret=config.dashboard_auth_secret,
+            cluster_domain=config.cluster_domain,
+        ),
         settings=rayjob_machine.Settings(
             submitter_finished_timeout_s=config.submitter_finished_timeout_s,
             transition_grace_period_s=config.transition_grace_period_s,
@@ -227,27 +270,6 @@ def reloaded_options(started: Options, new: Config, own_namespace: str) -> Optio
         ttl_mode=fresh.ttl_mode,
         settings=fresh.settings,
     )
-
-
-def _auth_token(kube: KubeClient, config: Config, namespace: str) -> str | None:
-    if not config.dashboard_auth_secret:
-        return None
-    secret = kube.get(SECRETS, namespace, config.dashboard_auth_secret)
-    if secret is None:
-        raise click.ClickException(
-            f"the dashboard auth Secret {namespace}/{config.dashboard_auth_secret} does not exist"
-        )
-    data = (secret.get("data") or {}).get("auth_token")
-    if not data:
-        raise click.ClickException(f"Secret {config.dashboard_auth_secret} has no key auth_token")
-    return base64.b64decode(data).decode().strip()
-
-
-def _dashboards(config: Config, token: str | None) -> Callable[[str], Dashboard]:
-    def make(url: str) -> Dashboard:
-        return HttpDashboard(url, timeout=config.dashboard_timeout_s, auth_token=token)
-
-    return make
 
 
 class _MetricsPublisher:
@@ -388,11 +410,6 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        token = _auth_token(kube, config, own_namespace)
-    except SyncerError as exc:
-        raise click.ClickException(f"cannot read the dashboard auth Secret: {exc}") from exc
-
     syncer_ref: list[Syncer] = []
 
     def on_leadership(leading: bool) -> None:
@@ -408,7 +425,7 @@ def serve(
     syncer = Syncer(
         GuardedKube(kube, leader, bucket=writes),
         started,
-        dashboards=dashboards or _dashboards(config, token),
+        dashboards=dashboards,
         is_leader=leader.is_fresh,
     )
     syncer_ref.append(syncer)
@@ -430,7 +447,7 @@ def serve(
             and syncer.healthy()
             and (isinstance(leader, AlwaysLeader) or leader.healthy())
         ),
-        readyz=lambda: all(i.synced for i in syncer.engine.informers()),
+        readyz=lambda: all(i.synced for i in syncer.informers()),
     )
     served = MetricsServer(config.bind_address, config.metrics_port, metrics.REGISTRY)
     health.start()

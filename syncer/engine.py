@@ -42,6 +42,7 @@ from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
 _LOG = logging.getLogger(__name__)
+_NOT_LEADER_RETRY_S: Final = 3.0  # a pass refused by a stale lease looks again after this
 
 # A pod or Job event waits this long before its pass, so the events of one change (the
 # submitter pod ends, then its Job completes) make one pass, one status write and one
@@ -270,8 +271,9 @@ class Engine:
             self.retry.succeeded(key)
             if wake is not None:
                 self.queue.add_after(key, wake)
-        except NotLeaderError:
+        except NotLeaderError:  # a lease gone stale mid-pass: a leader again looks soon
             self.stats["not_leader"] += 1
+            self.queue.add_after(key, _NOT_LEADER_RETRY_S)
         except ConflictError as exc:
             self._failed(kind, "conflicts", "conflict")
             self._retry(key, exc)

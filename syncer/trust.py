@@ -115,9 +115,10 @@ def dashboard_url(
 ) -> str:
     """`http://<head_service>.<namespace>.svc.<cluster_domain>:<port>`, built here.
 
-    The port is the one the renderer wrote (it read it from the head Service template) and
-    8265 when none; `claimed` (the payload's `dashboardURL`) must otherwise be exactly this
-    URL, else IntentError: no other host, path, user info, query or fragment is dialled.
+    The port is the one the renderer wrote (8265 when none); it names the cluster in the
+    dashboard pool but is not what is dialled: `syncer.dashboards` dials the live head
+    Service's `dashboard` port. `claimed` (the payload's `dashboardURL`) must otherwise be
+    exactly this URL, else IntentError: no other host, path, user info, query or fragment.
     """
     if not naming.is_dns1123_label(head_service):
         raise IntentError(f"head Service name {head_service!r} is not a DNS label")

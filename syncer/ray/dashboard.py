@@ -1,28 +1,41 @@
 """Client of one Ray head's dashboard: the Jobs and Serve REST APIs; the syncer's only HTTP code.
 
 `HttpDashboard` implements `syncer.ray.types.Dashboard` (the protocol the rest of the
-syncer uses) with stdlib `urllib` only. Replies are checked field by field and returned as
-the TypedDicts of `syncer.ray.types`; every method raises only `TransientError` or
-`PermanentError` (from `syncer.errors`). Shapes and error texts were checked against
-Ray 2.60.0 (commit b7f4259e) on a loopback head, see `tests/e2e/test_dashboard.py` and
-../shared/reference/ray-apis.md.
+syncer uses) with stdlib `http.client` only. Replies are checked field by field and returned
+as the TypedDicts of `syncer.ray.types`; every method raises only `TransientError` or
+`PermanentError` (from `syncer.errors`; `DashboardError` and `CircuitOpenError` are of
+those). Shapes and error texts were checked against Ray 2.60.0 (commit b7f4259e) on a
+loopback head, see `tests/e2e/test_dashboard.py` and ../shared/reference/ray-apis.md.
+
+Every request is bounded (security review M3): a wall-clock deadline for the whole
+exchange (connect, send, every receive: a server that trickles bytes cannot hold a worker
+past it), a reply size cap (a bigger reply is refused after reading one byte over the cap,
+never read to its end), a per-URL circuit breaker (`syncer.ray.breaker`), no redirects,
+no proxies, and Ray's free-text messages capped before they reach any status.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import logging
 import re
+import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Final, Protocol, TypeGuard
 
-from syncer.errors import NotFoundError, PermanentError, TransientError, error_for_status
+from syncer.errors import (
+    NotFoundError,
+    NotLeaderError,
+    PermanentError,
+    TransientError,
+    error_for_status,
+)
+from syncer.ray.breaker import CircuitBreaker
 from syncer.ray.types import (
     APPLICATION_STATUSES,
     JOB_STATUSES,
@@ -44,8 +57,78 @@ Manifest = dict[str, Any]
 # Ray answers a duplicate submission id with a 500 whose traceback holds this text.
 _DUPLICATE_TEXT = "already exists"
 _MAX_ERROR_TEXT = 500
+MAX_REPLY_BYTES: Final = 4 * 1024 * 1024  # a 2 MB job list is ~5,000 jobs (review M3)
+MAX_ERROR_BYTES: Final = 64 * 1024  # of an error body only a summary line is kept
+MAX_MESSAGE_CHARS: Final = 1024  # Ray's job and Serve messages, as they reach status (L3)
+_TRUNCATED: Final = " [... truncated ...] "
+# Statuses that say the head itself is down (a proxy in front of it answered): the breaker
+# counts them as failures, like no answer at all. A 500 is Ray's own answer (a duplicate
+# submission is one), so it is not.
+_DOWN_STATUSES: Final = frozenset({502, 503, 504})
+_MUTATING: Final = frozenset({"POST", "PUT", "DELETE"})
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): .+")
 _LOG = logging.getLogger(__name__)
+
+
+class DashboardError(PermanentError):
+    """A dashboard address or reply the client refuses: a bad URL, a reply over the cap."""
+
+
+def require_lease(is_fresh: Callable[[], bool], what: str) -> None:
+    """Raise NotLeaderError unless the leader lease is fresh now (right before a mutation)."""
+    if not is_fresh():
+        raise NotLeaderError(f"not sending {what}: no fresh leader lease")
+
+
+class TokenSource(Protocol):
+    """Where a client gets its Ray token, per request (a per-namespace Secret, H4)."""
+
+    def token(self) -> str | None:
+        """The token to send now (None: send none)."""
+        ...
+
+    def refresh(self, rejected: str | None) -> str | None:
+        """After a 401 to `rejected`: the token read again (at most so often), or None."""
+        ...
+
+
+class _StaticToken:
+    def __init__(self, value: str | None) -> None:
+        self._value = value or None
+
+    def token(self) -> str | None:
+        return self._value
+
+    def refresh(self, rejected: str | None) -> str | None:
+        return self._value
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a client connects: its URL's host and path, and the port to dial now."""
+
+    host: str
+    port: int
+    path: str
+    connect_host: str
+
+
+def parse_url(base_url: object) -> tuple[str, int, str]:
+    """(host, port, path prefix) of an `http://host[:port][/path]` URL, else DashboardError."""
+    if not isinstance(base_url, str) or not base_url:
+        raise DashboardError(f"dashboard URL must be http://host[:port], got {base_url!r}")
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        port = parts.port or 80
+    except ValueError as exc:
+        raise DashboardError(f"dashboard URL {base_url!r} is malformed: {exc}") from exc
+    if parts.scheme != "http" or not parts.hostname:
+        raise DashboardError(f"dashboard URL must be http://host[:port], got {base_url!r}")
+    if parts.query or "#" in base_url or "@" in parts.netloc:
+        raise DashboardError(f"dashboard URL must have no user, query or fragment: {base_url!r}")
+    if any(ord(c) <= 32 or ord(c) >= 127 for c in base_url):
+        raise DashboardError(f"dashboard URL has spaces or control characters: {base_url!r}")
+    return parts.hostname, port, parts.path.rstrip("/")
 
 
 class HttpDashboard:
@@ -63,36 +146,48 @@ class HttpDashboard:
         *,
         timeout: float,
         auth_token: str | None = None,
+        auth: TokenSource | None = None,
         headers: Mapping[str, str] | None = None,
         serve_timeout: float = 30.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+        breaker: CircuitBreaker | None = None,
+        port: Callable[[], int] | None = None,
+        resolve: Callable[[str], str] | None = None,
+        fence: Callable[[], bool] | None = None,
     ) -> None:
         """Create a client.
 
         Args:
             base_url: `http://host:port`, without the `/api/...` part.
-            timeout: seconds per request.
-            auth_token: Ray token for clusters started with `RAY_AUTH_MODE=token`.
+            timeout: seconds per request, wall clock, from connect to the last byte.
+            auth_token: a fixed Ray token (clusters started with `RAY_AUTH_MODE=token`).
+            auth: where to read the token per request instead (re-read after a 401).
             headers: extra headers sent with every request.
             serve_timeout: seconds for Serve PUT and DELETE, which block while Serve starts
                 or shuts down (2 to 5 s observed on an idle head).
+            max_reply_bytes: the largest reply body accepted.
+            breaker: the URL's circuit breaker (shared between clients of one URL).
+            port: the port to dial, asked before every request (the live head Service's
+                `dashboard` port); default the URL's.
+            resolve: host name -> address to connect to (tests play DNS); default as is.
+            fence: asked right before a POST, PUT or DELETE goes out; False refuses it
+                with NotLeaderError (the syncer's fresh-lease check).
 
         Raises:
-            ValueError: `base_url` is not an http(s) URL with a host.
+            DashboardError: `base_url` is not an http URL with a host.
         """
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"dashboard URL must be http or https with a host, got {base_url!r}")
-        if parts.query or "#" in base_url or "@" in parts.netloc:
-            raise ValueError(f"dashboard URL must have no user, query or fragment: {base_url!r}")
+        self._host, self._port, self._path = parse_url(base_url)
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.serve_timeout = max(timeout, serve_timeout)
-        self._headers = {"Accept": "application/json", **(headers or {})}
-        if auth_token:
-            self._headers["X-Ray-Authorization"] = f"Bearer {auth_token}"
-        # No proxies, and no redirects: a 3xx is an error, so the token never leaves for a
-        # host the syncer did not derive itself (C2).
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+        self.max_reply_bytes = max(1, max_reply_bytes)
+        self._headers = {"Accept": "application/json", "Connection": "close", **(headers or {})}
+        self._auth: TokenSource = auth if auth is not None else _StaticToken(auth_token)
+        self.breaker = breaker if breaker is not None else CircuitBreaker(self.base_url)
+        self._live_port = port
+        self._resolve = resolve
+        self._fence = fence
+        self.sent = 0  # requests that went out (tests, metrics)
 
     def __repr__(self) -> str:
         return f"HttpDashboard({self.base_url!r})"
@@ -229,40 +324,86 @@ class HttpDashboard:
         return self._exchange(method, path, body, timeout).checked()
 
     def _exchange(self, method: str, path: str, body: Manifest | None, timeout: float) -> _Reply:
-        """Make one request; HTTP error statuses come back as a `_Reply`, not raised."""
+        """Make one request; HTTP error statuses come back as a `_Reply`, not raised.
+
+        Order: the token (it may be read from a Secret), the port (the live Service), the
+        circuit breaker, the lease fence; then the request. A 401 re-reads the token once
+        and repeats the request only when the Secret now holds another token.
+        """
         url = self.base_url + path
-        headers = dict(self._headers)
         data = None
+        headers = dict(self._headers)
         if body is not None:
             try:
                 data = json.dumps(body).encode()
             except (TypeError, ValueError) as exc:
                 raise PermanentError(f"{method} {url}: body is not JSON: {exc}") from exc
             headers["Content-Type"] = "application/json"
-        began = time.monotonic()
+        token = self._auth.token()
+        port = self._live_port() if self._live_port is not None else self._port
+        self.breaker.before()
+        answered = False
         try:
-            request = urllib.request.Request(url, data=data, headers=headers, method=method)
-            with self._opener.open(request, timeout=timeout) as response:
-                reply = _Reply(method, url, response.status, response.read(), None)
-        except urllib.error.HTTPError as exc:
-            with exc:
-                retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                reply = _Reply(method, url, exc.code, _error_body(exc), retry_after)
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            # Refused or reset connections, DNS failures, timeouts (TimeoutError is an OSError),
-            # and an error body cut short.
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            raise TransientError(f"{method} {url}: {reason or type(exc).__name__}") from exc
-        except ValueError as exc:  # a malformed URL
-            raise PermanentError(f"{method} {url}: {exc}") from exc
+            if method in _MUTATING and self._fence is not None:
+                require_lease(self._fence, f"{method} {url}")
+            began = time.monotonic()
+            reply = self._attempt(method, path, data, headers, token, port, timeout)
+            if reply.status == 401:
+                fresh = self._auth.refresh(token)
+                if fresh is not None and fresh != token:
+                    reply = self._attempt(method, path, data, headers, fresh, port, timeout)
+            answered = reply.status not in _DOWN_STATUSES
+        finally:
+            if answered:
+                self.breaker.success()
+            else:
+                self.breaker.failure()
         _LOG.debug(
-            "dashboard call method=%s url=%s status=%s seconds=%.3f",
+            "dashboard call method=%s url=%s port=%s status=%s seconds=%.3f",
             method,
             url,
+            port,
             reply.status,
             time.monotonic() - began,
         )
         return reply
+
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        token: str | None,
+        port: int,
+        timeout: float,
+    ) -> _Reply:
+        """One request on a new connection, bounded by `timeout` seconds of wall clock."""
+        url = self.base_url + path
+        if token:
+            headers = {**headers, "X-Ray-Authorization": f"Bearer {token}"}
+        address = (self._resolve(self._host) if self._resolve else self._host, port)
+        connection = _Connection(self._host, port, address, time.monotonic() + timeout, timeout)
+        try:
+            self.sent += 1
+            connection.request(method, self._path + path, body=data, headers=headers)
+            response = connection.getresponse()
+            ok = 200 <= response.status < 300
+            limit = self.max_reply_bytes if ok else MAX_ERROR_BYTES
+            raw = response.read(limit + 1)
+            if len(raw) > limit:
+                if ok:
+                    raise DashboardError(
+                        f"{method} {url}: reply larger than {limit} bytes; not read further"
+                    )
+                raw = raw[:limit]  # an error body: its first part says enough
+            return _Reply(method, url, response.status, raw, response.getheader("Retry-After"))
+        except (http.client.HTTPException, OSError) as exc:
+            # Refused or reset connections, DNS failures, the deadline (TimeoutError is an
+            # OSError), a malformed or cut-short reply.
+            raise TransientError(f"{method} {url}: {exc or type(exc).__name__}") from exc
+        finally:
+            connection.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +418,12 @@ class _Reply:
         return self.body.decode("utf-8", errors="replace")
 
     def checked(self) -> bytes:
-        """Return the body of a 2xx reply, or raise the error its status stands for."""
-        if self.status < 400:
+        """Return the body of a 2xx reply, or raise the error its status stands for.
+
+        A 3xx is an error too: no redirect is followed, so the token never leaves for a
+        host the syncer did not derive itself (C2).
+        """
+        if 200 <= self.status < 300:
             return self.body
         summary = _summary(self.text()) or http.client.responses.get(self.status, "")
         raise error_for_status(
@@ -288,26 +433,84 @@ class _Reply:
         )
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuses every redirect: urllib then raises the 3xx as an HTTPError."""
+class _Connection(http.client.HTTPConnection):
+    """An HTTP connection whose socket enforces one deadline for the whole exchange."""
 
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
+    def __init__(
+        self, host: str, port: int, address: tuple[str, int], deadline: float, timeout: float
     ) -> None:
-        return None
+        super().__init__(host, port)
+        self._address = address
+        self._deadline = deadline
+        self._limit = timeout
+        self._raw: socket.socket | None = None
+
+    def connect(self) -> None:
+        """Connect to `address` (not the Host header's name) within the time left."""
+        left = _time_left(self._deadline, self._limit)
+        sock = socket.create_connection(self._address, timeout=left)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._raw = sock
+        # http.client only calls sendall, makefile and close on its socket.
+        self.sock = _DeadlineSocket(sock, self._deadline, self._limit)
+
+    def release(self) -> None:
+        """Close the socket (http.client's `close` may run before the body is read)."""
+        self.close()
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
 
 
-def _error_body(exc: urllib.error.HTTPError) -> bytes:
-    try:
-        return exc.read()
-    except (OSError, http.client.HTTPException):  # the status alone still classifies it
-        return b""
+def _time_left(deadline: float, limit: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"timed out: the request's {limit:g}s deadline passed")
+    return left
+
+
+class _DeadlineSocket:
+    """A socket whose every send and receive may take only the time left until the deadline.
+
+    The socket timeout alone bounds each `recv`, so a server sending a byte just before
+    each timeout could hold the caller for ever; here the timeout shrinks with every call
+    and the call fails once the deadline has passed.
+    """
+
+    def __init__(self, sock: socket.socket, deadline: float, limit: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._limit = limit
+
+    def sendall(self, data: bytes) -> None:
+        self._sock.settimeout(_time_left(self._deadline, self._limit))
+        self._sock.sendall(data)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0) -> int:
+        self._sock.settimeout(_time_left(self._deadline, self._limit))
+        return self._sock.recv_into(buffer, nbytes)
+
+    def makefile(self, mode: str = "rb", **_: Any) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def close(self) -> None:
+        # http.client closes a `Connection: close` connection as soon as the headers are
+        # in, trusting a real socket to stay open while its file is; `release` closes it.
+        return
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The raw stream under http.client's buffered reader: receives through the deadline."""
+
+    def __init__(self, sock: _DeadlineSocket) -> None:
+        super().__init__()
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -327,6 +530,18 @@ def _summary(text: str) -> str:
     exception_lines = [line for line in lines if _EXCEPTION_LINE.match(line)]
     line = exception_lines[-1] if exception_lines else " ".join(lines)
     return line[:_MAX_ERROR_TEXT]
+
+
+def _capped(text: str | None) -> str | None:
+    """Ray's free text as it may reach a status ConfigMap: at most MAX_MESSAGE_CHARS (L3).
+
+    A longer text keeps its start and its end (a traceback's last line names the error).
+    """
+    if text is None or len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    head = text[: MAX_MESSAGE_CHARS // 4]
+    tail = text[len(head) + len(_TRUNCATED) - MAX_MESSAGE_CHARS :]
+    return head + _TRUNCATED + tail
 
 
 def _quote(submission_id: str) -> str:
@@ -442,8 +657,8 @@ def _job_info(value: object, where: str) -> JobInfo:
         driver_info=driver_info,
         status=status,
         entrypoint=_str(obj, "entrypoint", where),
-        message=_opt_str(obj, "message", where),
-        error_type=_opt_str(obj, "error_type", where),
+        message=_capped(_opt_str(obj, "message", where)),
+        error_type=_capped(_opt_str(obj, "error_type", where)),
         start_time=_opt_int(obj, "start_time", where),
         end_time=_opt_int(obj, "end_time", where),
         metadata=None if obj.get("metadata") is None else _str_map(obj, "metadata", where),
@@ -490,7 +705,7 @@ def _application(value: object, where: str, path: str) -> ApplicationDetails:
     return ApplicationDetails(
         name=_str(app, "name", where, path),
         status=status,
-        message=_opt_str(app, "message", where, path) or "",
+        message=_capped(_opt_str(app, "message", where, path)) or "",
         route_prefix=_opt_str(app, "route_prefix", where, path),
         last_deployed_time_s=_opt_float(app, "last_deployed_time_s", where, path),
         deployed_app_config=_opt_manifest(app, "deployed_app_config", where, path),
@@ -511,7 +726,7 @@ def _deployment(value: object, where: str, path: str) -> DeploymentDetails:
         name=_str(deployment, "name", where, path),
         status=_str(deployment, "status", where, path),
         status_trigger=_opt_str(deployment, "status_trigger", where, path) or "",
-        message=_opt_str(deployment, "message", where, path) or "",
+        message=_capped(_opt_str(deployment, "message", where, path)) or "",
         target_num_replicas=_opt_int(deployment, "target_num_replicas", where, path),
         deployment_config=_opt_manifest(deployment, "deployment_config", where, path) or {},
         replicas=[

@@ -16,11 +16,13 @@ from typing import Final
 
 from renderer import naming
 from syncer import status
-from syncer.errors import ConflictError, NotFoundError, SyncerError
+from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import JOBS, JSON_PATCH, PODS, Kube, Manifest, Resource
+from syncer.ray.dashboard import require_lease
 from syncer.ray.pool import DashboardPool
+from syncer.ray.types import Dashboard
 from syncer.rayjob import machine, views
 from syncer.rayjob.intent import JobIntent
 
@@ -65,8 +67,11 @@ class Actions:
         pods: Cache,
         jobs: Cache,
         clock: Callable[[], float],
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
+        self.is_leader = is_leader
         self.dashboards = pool
         self.pods = pods
         self.jobs = jobs
@@ -98,10 +103,10 @@ class Actions:
     # --- the dashboard -----------------------------------------------------------------------
 
     def _submit(self, intent: JobIntent, action: machine.Submit) -> None:
-        self.dashboards.call(
-            "submit_job",
-            intent.dashboard_url,
-            lambda d: d.submit_job(
+        def submit(d: Dashboard) -> bool:
+            # Right before the request goes out, after the pool's budget wait (M4).
+            require_lease(self.is_leader, f"submit_job {action.submission_id}")
+            return d.submit_job(
                 action.submission_id,
                 intent.entrypoint,
                 runtime_env=intent.runtime_env,
@@ -109,8 +114,9 @@ class Actions:
                 entrypoint_num_cpus=intent.entrypoint_num_cpus or None,
                 entrypoint_num_gpus=intent.entrypoint_num_gpus or None,
                 entrypoint_resources=intent.entrypoint_resources,
-            ),
-        )
+            )
+
+        self.dashboards.call("submit_job", intent.dashboard_url, submit)
         self.dashboards.forget(intent.dashboard_url)
         self.stats["submissions"] += 1
 
@@ -119,8 +125,15 @@ class Actions:
         if not url:
             _LOG.warning("recorded dashboard URL refused job=%s", action.submission_id)
             return
+
+        def stop(d: Dashboard) -> bool:
+            require_lease(self.is_leader, f"stop_job {action.submission_id}")
+            return d.stop_job(action.submission_id)
+
         try:
-            self.dashboards.call("stop_job", url, lambda d: d.stop_job(action.submission_id))
+            self.dashboards.call("stop_job", url, stop)
+        except NotLeaderError:
+            raise  # the new leader stops it
         except NotFoundError:
             pass
         except SyncerError as exc:

@@ -80,7 +80,9 @@ class RayJobReconciler:
             project=views.cached_job,
         )
         self.jobs.add_handler(engine.route_owned)
-        self.actions = actions.Actions(engine.kube, pool, pods, self.jobs, engine.clock)
+        self.actions = actions.Actions(
+            engine.kube, pool, pods, self.jobs, engine.clock, is_leader=lambda: engine.is_leader()
+        )
         self.stats = self.actions.stats
         self.states: dict[Key, str] = {}
         self.transitions: Counter[tuple[str, str]] = Counter()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Final
 
 from renderer import naming
@@ -17,7 +18,9 @@ from syncer.errors import ConflictError, SyncerError
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, HTTPROUTES, PODS, SERVICES, Kube, Manifest, Resource
+from syncer.ray.dashboard import require_lease
 from syncer.ray.pool import DashboardPool
+from syncer.ray.types import Dashboard
 from syncer.rayservice.intent import ServiceIntent
 from syncer.rayservice.state import Action, Deploy, Event, Label, Retire, SetRoute
 from syncer.rayservice.views import BY_SERVICE, KIND
@@ -51,9 +54,17 @@ class Actions:
     """The RayService reconciler's hands: one method per kind of action."""
 
     def __init__(
-        self, kube: Kube, pool: DashboardPool, pods: Cache, configs: Cache, routes: Cache
+        self,
+        kube: Kube,
+        pool: DashboardPool,
+        pods: Cache,
+        configs: Cache,
+        routes: Cache,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
+        self.is_leader = is_leader
         self.dashboards = pool
         self.pods = pods
         self.configs = configs
@@ -64,11 +75,7 @@ class Actions:
         """Carry out one action other than an Event (see `emit`)."""
         if isinstance(action, Deploy):
             self.dashboards.call(
-                "put_serve_applications",
-                action.url,
-                lambda d: d.put_serve_applications(
-                    action.config, target_capacity=action.target_capacity
-                ),
+                "put_serve_applications", action.url, lambda d: self._put(d, action)
             )
             self.stats["serve_deploys"] += 1
         elif isinstance(action, Label):
@@ -77,6 +84,12 @@ class Actions:
             self._set_route(intent, action)
         elif isinstance(action, Retire):
             self._retire(intent, action.generation)
+
+    def _put(self, dashboard: Dashboard, action: Deploy) -> None:
+        # Right before the request goes out, after the pool's budget wait (M4): a replica
+        # that lost the lease must not PUT an old target_capacity.
+        require_lease(self.is_leader, f"PUT serve applications to {action.url}")
+        dashboard.put_serve_applications(action.config, target_capacity=action.target_capacity)
 
     def _label_pod(self, intent: ServiceIntent, action: Label) -> None:
         ns = intent.namespace

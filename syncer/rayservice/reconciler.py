@@ -100,7 +100,14 @@ class RayServiceReconciler:
         pods.add_index(views.BY_SERVICE, views.service_of)
         # Intents by the RayService their labels claim (a second claimant is refused).
         engine.intents.add_index(views.BY_SERVICE, views.service_of)
-        self.actions = actions.Actions(self.kube, pool, pods, self.configs, self.routes)
+        self.actions = actions.Actions(
+            self.kube,
+            pool,
+            pods,
+            self.configs,
+            self.routes,
+            is_leader=lambda: engine.is_leader(),
+        )
         self.stats = self.actions.stats
 
     def caches(self) -> Sequence[Cache]:

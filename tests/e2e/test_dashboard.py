@@ -22,7 +22,7 @@ from typing import TypeVar
 import pytest
 
 from syncer.errors import NotFoundError, PermanentError, TransientError
-from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.dashboard import DashboardError, HttpDashboard
 from syncer.ray.types import (
     Dashboard,
     DeploymentDetails,
@@ -542,8 +542,12 @@ def test_unreachable_and_slow_dashboards_are_transient(stub: Stub) -> None:
         slow.get_job("hang")
     with pytest.raises(PermanentError, match="body is not JSON"):
         slow.put_serve_applications({"applications": {1, 2}})
-    with pytest.raises(ValueError, match="http or https"):
-        HttpDashboard("127.0.0.1:8265", timeout=1)
+    # A bad address is a DashboardError (a PermanentError), never a ValueError (L3).
+    for bad in ("127.0.0.1:8265", "", "ftp://head:8265", "https://head:8265", "http://h:99999"):
+        with pytest.raises(DashboardError) as refused:
+            HttpDashboard(bad, timeout=1)
+        assert isinstance(refused.value, PermanentError)
+        assert not isinstance(refused.value, ValueError)
 
 
 def test_requests_carry_token_headers_and_base_path(stub: Stub) -> None:

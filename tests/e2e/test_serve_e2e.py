@@ -193,7 +193,9 @@ class Stack:
 def real_dashboard(ray_head: RayHead) -> Iterator[HttpDashboard]:
     dashboard = HttpDashboard(ray_head.dashboard_url, timeout=10)
     yield dashboard
-    dashboard.delete_serve_applications()  # leave the shared head as the other modules expect
+    # Leave the shared head as the other modules expect, with a client of its own: the
+    # syncer's may have its circuit open after a slow test.
+    HttpDashboard(ray_head.dashboard_url, timeout=30).delete_serve_applications()
 
 
 @pytest.fixture

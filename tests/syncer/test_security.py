@@ -22,7 +22,7 @@ from renderer import naming
 from syncer.cli import Options, Syncer
 from syncer.errors import SyncerError
 from syncer.kube.client import CONFIGMAPS, KubeClient
-from syncer.ray.dashboard import HttpDashboard
+from syncer.ray.dashboard import DashboardError, HttpDashboard
 from syncer.ray.types import Dashboard
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
@@ -225,7 +225,7 @@ def test_a_redirect_from_a_dashboard_is_not_followed(servers: list[Any]) -> None
     ],
 )
 def test_a_dashboard_url_with_user_query_or_fragment_is_refused(url: str) -> None:
-    with pytest.raises(ValueError, match="must have no"):
+    with pytest.raises(DashboardError, match="must have no"):
         HttpDashboard(url, timeout=1.0)
 
 

@@ -293,9 +293,22 @@ class Engine:
     # --- running -------------------------------------------------------------------------------
 
     def enqueue_all(self) -> None:
-        """Queue every known key now (start, leadership gained; see `resync`)."""
-        for cm in self.intents.items():
+        """Queue every known key now (start, leadership gained; see `resync`).
+
+        Oldest in flight first: by the resourceVersion of the key's status ConfigMap, so
+        the job whose published status is oldest is looked at first when ten thousand
+        wait for the dashboard budget after a restart (keys without a status first).
+        """
+        intents = self.intents.items()
+        intents.sort(key=self._status_version)
+        for cm in intents:
             self._on_intent("RESYNC", cm)
+
+    def _status_version(self, intent: Manifest) -> int:
+        name = meta.label(intent, naming.ORIGIN_NAME)
+        found = self.statuses.get(meta.namespace(intent), naming.status_configmap_name(name))
+        version = str(meta.metadata(found).get("resourceVersion") or "") if found else ""
+        return int(version) if version.isdigit() else 0
 
     def resync(self) -> int:
         """The periodic look at every known key, for what a watch could have missed.

@@ -160,3 +160,59 @@ def test_guarded_kube_lists_page_by_page_for_informers() -> None:
 
     pages = list(GuardedKube(Paged(None), AlwaysLeader()).list_pages(PODS, "ns"))  # type: ignore[arg-type]
     assert [[o["metadata"]["name"] for o in page] for page, _ in pages] == [["a"], ["b"]]
+
+
+def test_a_restart_looks_at_the_oldest_published_status_first() -> None:
+    from renderer import naming
+    from syncer.engine import Engine
+    from syncer.engine import Options as EngineOptions
+
+    class Keys:
+        kind = "RayJob"
+
+        def caches(self) -> list[object]:
+            return []
+
+        def reconcile(self, key: object) -> None:
+            return None
+
+    engine = Engine(None, EngineOptions(namespaces=("ns",)))  # type: ignore[arg-type]  # no I/O here
+    engine.register(Keys())  # type: ignore[arg-type]  # the protocol's three members
+    versions = {"young": "900", "old": "12", "middle": "450", "new": None}
+    for name, version in versions.items():
+        labels = {naming.ORIGIN_KIND: "RayJob", naming.ORIGIN_NAME: name}
+        engine.intents.upsert(
+            {"metadata": {"name": f"{name}-intent", "namespace": "ns", "labels": labels}}
+        )
+        if version is not None:
+            engine.statuses.upsert(
+                {
+                    "metadata": {
+                        "name": naming.status_configmap_name(name),
+                        "namespace": "ns",
+                        "resourceVersion": version,
+                    }
+                }
+            )
+    engine.drain()
+    engine.enqueue_all()
+    order = []
+    while (key := engine.queue.get(0)) is not None:
+        order.append(key[2])
+        engine.queue.done(key)
+    assert order == ["new", "old", "middle", "young"]
+
+
+def test_the_events_of_one_pass_are_recorded_as_one() -> None:
+    from syncer.rayjob.reconciler import _one_event
+
+    complete = rayjob.Event("Normal", "Complete", "RayJob complete: SUCCEEDED")
+    release = rayjob.Event("Normal", "DeleteCluster", "DeleteCluster: releasing 1 pod(s)")
+    assert _one_event([]) is None
+    assert _one_event([complete]) is complete
+    merged = _one_event([complete, release])
+    assert merged == rayjob.Event(
+        "Normal", "Complete", "RayJob complete: SUCCEEDED; DeleteCluster: releasing 1 pod(s)"
+    )
+    warned = _one_event([release, rayjob.Event("Warning", "Failed", "RayJob failed")])
+    assert warned is not None and (warned.type, warned.reason) == ("Warning", "DeleteCluster")

@@ -101,6 +101,9 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._rejected: set[tuple[str, str, object]] = set()
+        # While `start` waits for the first lists, their ADDED events queue nothing: every
+        # key is queued after them, oldest status first (`enqueue_all`), not in list order.
+        self._starting = False
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -200,7 +203,7 @@ class Engine:
 
     def enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
         """Queue a key after a watch event (`batch`: a moment later, ahead of timers)."""
-        if not name or kind not in self._reconcilers:
+        if not name or kind not in self._reconcilers or self._starting:
             return
         key: Key = (kind, namespace, name)
         stamp = self.monotonic()
@@ -354,11 +357,15 @@ class Engine:
         False, with no worker started, when `stop` was set first. Workers never reconcile
         from caches that have not been filled.
         """
-        for informer in self.informers():
-            informer.start()
-        while not all(informer.wait_synced(0.2) for informer in self.informers()):
-            if (stop is not None and stop.is_set()) or self._stop.is_set():
-                return False
+        self._starting = True
+        try:
+            for informer in self.informers():
+                informer.start()
+            while not all(informer.wait_synced(0.2) for informer in self.informers()):
+                if (stop is not None and stop.is_set()) or self._stop.is_set():
+                    return False
+        finally:
+            self._starting = False
         self.enqueue_all()
         for index in range(self.options.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)

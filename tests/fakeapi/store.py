@@ -785,11 +785,11 @@ class Store:
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
         old_meta = old["metadata"]
         if subresource == "status":
-            merged = clone(old)
+            # The old object but its status, which the write replaces (not copied first:
+            # a pod's status is much of what a status write would otherwise copy).
+            merged = {k: clone(v) for k, v in old.items() if k != "status"}
             if "status" in new:
                 merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
             if kind.plural == "pods" and not kind.group:
                 # The real pod status strategy resets the spec only: the labels and
                 # annotations of a pods/status write stand (tests/realapi/test_differential).

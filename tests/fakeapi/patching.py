@@ -51,12 +51,24 @@ def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
         return clone(patch)
     result: Manifest = clone(target) if isinstance(target, dict) else {}
+    _merge_in_place(result, patch)
+    return result
+
+
+def _merge_in_place(result: Manifest, patch: Manifest) -> None:
+    # `result` is already a private copy: nested maps merge in place rather than being
+    # copied again at every level (a status patch copied the object ~8 times over).
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            if not isinstance(current, dict):
+                current = {}
+            result[key] = current
+            _merge_in_place(current, value)
         else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+            result[key] = clone(value)
 
 
 def _unescape(token: str) -> str:

@@ -95,29 +95,31 @@ def scatter(
     width: int = 900,
     height: int = 500,
 ) -> Path:
-    """Plot each series (points, colour) from 0 to the largest x and y; write `path`."""
+    """Plot each series (points, colour) over its x range and from 0 to the largest y."""
     canvas = Canvas(width, height)
     left, right, top, bottom = 60, 20, 20, 40
     xs = [x for points, _ in series for x, _ in points]
     ys = [y for points, _ in series for _, y in points if math.isfinite(y)]
-    x_max = max(xs, default=1.0) or 1.0
+    x_min = math.floor(min(xs, default=0.0))
+    x_span = (max(xs, default=1.0) - x_min) or 1.0
     y_max = max(ys, default=1.0) or 1.0
     plot_w, plot_h = width - left - right, height - top - bottom
     grey, black = (200, 200, 200), (0, 0, 0)
 
     def at(x: float, y: float) -> tuple[int, int]:
-        return left + round(x / x_max * plot_w), top + plot_h - round(
-            min(y, y_max) / y_max * plot_h
+        return (
+            left + round((x - x_min) / x_span * plot_w),
+            top + plot_h - round(min(y, y_max) / y_max * plot_h),
         )
 
     for tick in _ticks(y_max):
-        _, py = at(0, tick)
+        _, py = at(x_min, tick)
         canvas.line(left, py, left + plot_w, py, grey)
         canvas.text(4, py - 5, _label(tick), black)
-    for tick in _ticks(x_max):
-        px, _ = at(tick, 0)
+    for tick in _ticks(x_span):
+        px, _ = at(x_min + tick, 0)
         canvas.line(px, top + plot_h, px, top + plot_h + 5, black)
-        canvas.text(px - 8, top + plot_h + 10, _label(tick) + "s", black)
+        canvas.text(px - 8, top + plot_h + 10, _label(x_min + tick) + "s", black)
     canvas.line(left, top, left, top + plot_h, black)
     canvas.line(left, top + plot_h, left + plot_w, top + plot_h, black)
     for points, color in series:

@@ -10,6 +10,7 @@ dashboard answer, and a write's own echo triggers no pass.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from bench.syncer import Scale, kuberay_model, report, run_syncer
 from syncer.cli import Options, Syncer
@@ -216,3 +217,23 @@ def test_the_events_of_one_pass_are_recorded_as_one() -> None:
     )
     warned = _one_event([release, rayjob.Event("Warning", "Failed", "RayJob failed")])
     assert warned is not None and (warned.type, warned.reason) == ("Warning", "DeleteCluster")
+
+
+def test_the_delay_plot_is_a_valid_png(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    from bench import png
+
+    path = png.scatter(
+        tmp_path / "plot.png", [([(60.0, 0.5), (90.0, 2.0)], (220, 40, 40))], width=120, height=80
+    )
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (120, 80)
+    idat = data.index(b"IDAT")
+    (length,) = struct.unpack(">I", data[idat - 4 : idat])
+    rows = zlib.decompress(data[idat + 4 : idat + 4 + length])
+    assert len(rows) == height * (1 + 3 * width)
+    assert bytes((220, 40, 40)) in rows  # the points are drawn

@@ -204,7 +204,11 @@ class Engine:
 
     def enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
         """Queue a key after a watch event (`batch`: a moment later, ahead of timers)."""
-        if not name or kind not in self._reconcilers or self._starting:
+        if not self._starting:
+            self._queue_key(kind, namespace, name, batch=batch)
+
+    def _queue_key(self, kind: str, namespace: str, name: str, *, batch: bool) -> None:
+        if not name or kind not in self._reconcilers:
             return
         key: Key = (kind, namespace, name)
         stamp = self.monotonic()
@@ -306,7 +310,8 @@ class Engine:
         intents = self.intents.items()
         intents.sort(key=self._status_version)
         for cm in intents:
-            self._on_intent("RESYNC", cm)
+            origin, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+            self._queue_key(origin, meta.namespace(cm), name, batch=False)
 
     def _status_version(self, intent: Manifest) -> int:
         name = meta.label(intent, naming.ORIGIN_NAME)
@@ -365,12 +370,15 @@ class Engine:
             while not all(informer.wait_synced(0.2) for informer in self.informers()):
                 if (stop is not None and stop.is_set()) or self._stop.is_set():
                     return False
+            # An informer tells its handlers about the listed objects after it reports
+            # synced: those events must not queue keys in list order ahead of this.
+            self.enqueue_all()
         finally:
             self._starting = False
+        self.enqueue_all()  # an intent that arrived during the first: queued keys stay put
         # The caches' objects live as long as the process and hold no cycles: moved out of
         # the cyclic collector's way, a full collection no longer walks 10,000 jobs' caches.
         gc.freeze()
-        self.enqueue_all()
         for index in range(self.options.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
             thread.start()

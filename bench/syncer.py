@@ -1343,6 +1343,7 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     parser.add_argument("--spread", type=float, help="seconds over which the jobs end")
     parser.add_argument("--verbose", action="store_true", help="print progress every second")
     parser.add_argument("--plot", help="write a PNG of delay over time here (one scale)")
+    parser.add_argument("--workers", type=int, default=8, help="the syncer's worker threads")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -1353,7 +1354,11 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     scales = args.jobs or list(SCALES)
     if len(scales) > 1:
         # One process per scale, so each measures its memory from a fresh interpreter.
-        options = [f"--budget={args.budget}", *(["--verbose"] if args.verbose else [])]
+        options = [
+            f"--budget={args.budget}",
+            f"--workers={args.workers}",
+            *(["--verbose"] if args.verbose else []),
+        ]
         for name, value in (("lead", args.lead), ("spread", args.spread)):
             if value is not None:
                 options.append(f"--{name}={value}")
@@ -1372,6 +1377,7 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
             scale = replace(scale, lead_s=args.lead)
         if args.spread is not None:
             scale = replace(scale, spread_s=args.spread)
+        scale = replace(scale, workers=args.workers)
         run = run_syncer(scale, verbose=args.verbose)
         for line in report(run):
             print(f"syncer: {line}", flush=True)

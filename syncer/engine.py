@@ -102,9 +102,7 @@ class Engine:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._rejected: set[tuple[str, str, object]] = set()
-        # While `start` waits for the first lists, their ADDED events queue nothing: every
-        # key is queued after them, oldest status first (`enqueue_all`), not in list order.
-        self._starting = False
+        self._starting = False  # the first lists queue nothing: `start` queues every key
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -149,20 +147,7 @@ class Engine:
             "intent refused namespace=%s configmap=%s error=%s", version[0], version[1], error
         )
         metrics.RECONCILE_ERRORS.labels(kind, "intent").inc()
-        involved: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "name": version[1]}
-        uid = meta.metadata(cm).get("uid")
-        if uid:
-            involved["uid"] = uid
-        event = events.build_event(
-            origin_kind=kind,
-            origin_name=meta.label(cm, naming.ORIGIN_NAME) or version[1],
-            namespace=version[0],
-            involved=involved,
-            event_type="Warning",
-            reason="IntentRefused",
-            message=str(error),
-            now=self.clock(),
-        )
+        event = _refusal_event(kind, cm, version, error, self.clock())
         if self.is_leader():
             events.record(self.kube, event)
 
@@ -202,13 +187,11 @@ class Engine:
 
     # --- event routing -----------------------------------------------------------------------
 
-    def enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
+    def enqueue(
+        self, kind: str, namespace: str, name: str, *, batch: bool = False, force: bool = False
+    ) -> None:
         """Queue a key after a watch event (`batch`: a moment later, ahead of timers)."""
-        if not self._starting:
-            self._queue_key(kind, namespace, name, batch=batch)
-
-    def _queue_key(self, kind: str, namespace: str, name: str, *, batch: bool) -> None:
-        if not name or kind not in self._reconcilers:
+        if not name or kind not in self._reconcilers or (self._starting and not force):
             return
         key: Key = (kind, namespace, name)
         stamp = self.monotonic()
@@ -303,21 +286,12 @@ class Engine:
     def enqueue_all(self) -> None:
         """Queue every known key now (start, leadership gained; see `resync`).
 
-        Oldest in flight first: by the resourceVersion of the key's status ConfigMap, so
-        the job whose published status is oldest is looked at first when ten thousand
-        wait for the dashboard budget after a restart (keys without a status first).
+        Oldest in flight first (by its status ConfigMap's resourceVersion; none: first):
+        ten thousand jobs wait for the dashboard budget after a restart.
         """
-        intents = self.intents.items()
-        intents.sort(key=self._status_version)
-        for cm in intents:
+        for cm in sorted(self.intents.items(), key=lambda cm: _status_version(self.statuses, cm)):
             origin, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
-            self._queue_key(origin, meta.namespace(cm), name, batch=False)
-
-    def _status_version(self, intent: Manifest) -> int:
-        name = meta.label(intent, naming.ORIGIN_NAME)
-        found = self.statuses.get(meta.namespace(intent), naming.status_configmap_name(name))
-        version = str(meta.metadata(found).get("resourceVersion") or "") if found else ""
-        return int(version) if version.isdigit() else 0
+            self.enqueue(origin, meta.namespace(cm), name, force=True)
 
     def resync(self) -> int:
         """The periodic look at every known key, for what a watch could have missed.
@@ -370,15 +344,11 @@ class Engine:
             while not all(informer.wait_synced(0.2) for informer in self.informers()):
                 if (stop is not None and stop.is_set()) or self._stop.is_set():
                     return False
-            # An informer tells its handlers about the listed objects after it reports
-            # synced: those events must not queue keys in list order ahead of this.
-            self.enqueue_all()
+            self.enqueue_all()  # before the handlers hear of the listed objects (list order)
         finally:
             self._starting = False
         self.enqueue_all()  # an intent that arrived during the first: queued keys stay put
-        # The caches' objects live as long as the process and hold no cycles: moved out of
-        # the cyclic collector's way, a full collection no longer walks 10,000 jobs' caches.
-        gc.freeze()
+        gc.freeze()  # cached JSON has no cycles: full collections need not walk it
         for index in range(self.options.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
             thread.start()
@@ -402,3 +372,31 @@ class Engine:
         if self.start(stop):
             stop.wait()
         self.stop()
+
+
+def _status_version(statuses: Cache, intent: Manifest) -> int:
+    """The resourceVersion of an intent's status ConfigMap (0: none yet)."""
+    name = meta.label(intent, naming.ORIGIN_NAME)
+    found = statuses.get(meta.namespace(intent), naming.status_configmap_name(name))
+    version = str(meta.metadata(found).get("resourceVersion") or "") if found else ""
+    return int(version) if version.isdigit() else 0
+
+
+def _refusal_event(
+    kind: str, cm: Manifest, version: tuple[str, str, object], error: Exception, now: float
+) -> Manifest:
+    """The IntentRefused Event on a refused intent ConfigMap, in its own namespace."""
+    involved: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "name": version[1]}
+    uid = meta.metadata(cm).get("uid")
+    if uid:
+        involved["uid"] = uid
+    return events.build_event(
+        origin_kind=kind,
+        origin_name=meta.label(cm, naming.ORIGIN_NAME) or version[1],
+        namespace=version[0],
+        involved=involved,
+        event_type="Warning",
+        reason="IntentRefused",
+        message=str(error),
+        now=now,
+    )

@@ -203,6 +203,14 @@ class _ServiceAccountAuth:
         self.pool.clear()
 
 
+def _auth_for(
+    api_client: client.ApiClient | ServiceAccount,
+) -> _ApiClientAuth | _ServiceAccountAuth:
+    if isinstance(api_client, ServiceAccount):
+        return _ServiceAccountAuth(api_client)
+    return _ApiClientAuth(api_client)
+
+
 class KubeClient:
     """`Kube` over HTTP, configured from the in-cluster service account or a kubeconfig file.
 
@@ -217,12 +225,7 @@ class KubeClient:
         user_agent: str = "kuberay-syncer",
     ) -> None:
         self._user_agent = user_agent
-        auth = (
-            _ServiceAccountAuth(api_client)
-            if isinstance(api_client, ServiceAccount)
-            else _ApiClientAuth(api_client)
-        )
-        self._auth: _ApiClientAuth | _ServiceAccountAuth = auth
+        self._auth = auth = _auth_for(api_client)
         self._host = auth.host.rstrip("/")
         self._pool: urllib3.PoolManager = auth.pool
         # Pools are made on first use from these settings, so this takes effect for all.

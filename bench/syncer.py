@@ -7,7 +7,18 @@ syncer and for KubeRay's model run on the same end times:
 
 - the delay from a Ray job's end to the published Complete status (p50, p95, max);
 - dashboard and Kubernetes API requests (and writes) per job-hour;
-- the syncer's peak RSS and CPU (mean, and the busiest 10 s), its peak dashboard rate.
+- the syncer's peak RSS and CPU (mean, and the busiest 10 s), its peak dashboard rate
+  (the most requests in any sliding 1-s window, from each request's time);
+- the restart: the syncer starts among the running jobs, and the warm-up is timed until
+  every job had a pass (against the floor jobs / budget), with the rank correlation of
+  that order with the jobs' ages (1: oldest first) and any status write that moved a job
+  back;
+- issue 13's targets met or missed, one `syncer-summary key=value ...` line a script can
+  split, and with `--plot FILE` a PNG of each job's delay over its end time.
+
+Profiles of the window, by file paths in the environment: `KUBERAY_BENCH_PROFILE_SERVER`
+(cProfile of the fake server's event loop), `KUBERAY_BENCH_SAMPLE_SERVER` and
+`KUBERAY_BENCH_SAMPLE_SYNCER` (stack samples of every thread, `bench.sampler`).
 
 How it is set up:
 
@@ -17,8 +28,10 @@ How it is set up:
   RayJob rendered by the renderer; the head Pod, Running and Ready; the submitter Job and
   its Pod, already ungated and Running), the others are clones under their own names and
   UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
-  Running, so the run starts as a syncer (re)starting among 10,000 running jobs.
-- The syncer runs in this process and talks REST to the server. Each cluster has its own
+  Running (written oldest job first, each with its own start time), so the run starts as
+  a syncer (re)starting among 10,000 running jobs.
+- The syncer runs in this process and talks REST to the server, configured as in a Pod
+  (`syncer.kube.incluster`: a token file, no `kubernetes` import). Each cluster has its own
   `FakeDashboard` on the real clock, its job RUNNING. After the warm-up (lists, then one
   pass of every job), each Ray job gets an end time spread over the window; at that moment
   a "kubelet" in the server process marks the submitter Pod Succeeded and its Job Complete
@@ -43,6 +56,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import functools
+import gc
 import heapq
 import json
 import logging
@@ -52,23 +68,28 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from array import array
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import urllib3
-from kubernetes import client
 
+from bench import png, sampler
+from bench.sampler import Sampler
 from renderer import naming
 from syncer.cli import Options, Syncer
 from syncer.kube.client import MERGE_PATCH, KubeClient, Resource
 from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.incluster import ServiceAccount
 from syncer.ray.types import RayFacts
 from syncer.rayjob import machine as rayjob
 from syncer.rayjob import views
@@ -110,6 +131,11 @@ KUBERAY_REQUEUE_S = 3.0
 # DeletedRayCluster event. Reads come from its informer caches.
 KUBERAY_FINISH_WRITES = 3
 FINISHED = (rayjob.COMPLETE, rayjob.FAILED)
+# Profiling the window, by file paths in the environment: the fake server's event loop
+# (cProfile) and its threads (samples), and the syncer's threads (samples).
+PROFILE_SERVER = "KUBERAY_BENCH_PROFILE_SERVER"
+SAMPLE_SERVER = "KUBERAY_BENCH_SAMPLE_SERVER"
+SAMPLE_SYNCER = "KUBERAY_BENCH_SAMPLE_SYNCER"
 
 
 @dataclass(frozen=True)
@@ -150,6 +176,8 @@ class Figures:
     cpu_s: float | None = None
     peak_cores: float | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    # (seconds from the window's start to the job's end, its delay), by end time.
+    series: list[tuple[float, float]] = field(default_factory=list)
 
     def percentile(self, q: float) -> float:
         """The q-quantile of the delays (missing jobs count as infinitely late)."""
@@ -189,6 +217,7 @@ class Run:
     models: list[Figures]
     request_cost_s: float
     warmup_s: float
+    restart: Restart
     populate_s: float
     rss_base_mb: float
     rss_dashboards_mb: float
@@ -370,13 +399,14 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
     status = _status_configmap(cm, head, job, pod, started)
     job["metadata"].setdefault("annotations", {}).update(_status_annotations(status))
     job = store.put(job)
-    status = store.put(status)
-    texts = [json.dumps(obj) for obj in (cm, head, job, pod, status)]
+    texts = [json.dumps(obj) for obj in (cm, head, job, pod)]
+    status_text = json.dumps(status)
     job_uid = str(job["metadata"]["uid"])
     submitters = {first: str(pod["metadata"]["name"])}
+    uids = {first: job_uid}
     for index in range(1, jobs):
         name = job_name(index)
-        uid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        uid = uids[name] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
         for text in texts:
             obj = json.loads(text.replace(first, name).replace(job_uid, uid))
             meta = obj["metadata"]
@@ -384,7 +414,17 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
                 del meta["uid"]  # a fresh one
             store.put(obj)
         submitters[name] = str(pod["metadata"]["name"]).replace(first, name)
+    # Each job started a while ago (its own age), and its status was written when it did:
+    # oldest first, as in a cluster where they started one after another.
+    for name in sorted(uids, key=lambda n: -job_age_s(n, seed)):
+        text = status_text.replace(first, name).replace(job_uid, uids[name])
+        store.put(json.loads(text.replace(repr(started), repr(started - job_age_s(name, seed)))))
     return submitters
+
+
+def job_age_s(name: str, seed: int) -> float:
+    """How long before the benchmark's start the named job started (up to 50 min)."""
+    return random.Random(f"{seed}:{name}").random() * 3000.0
 
 
 def _status_configmap(
@@ -478,16 +518,17 @@ def _submitter_pod(job: Manifest, rng: random.Random) -> Manifest:
 
 
 class EndKubelet:
-    """Ends submitters at given times: the pod Succeeded, then its Job Complete.
+    """Ends submitters at given times: the pod Succeeded, then its Job Complete."""
 
-    It writes through the store's status-patch code in the server process (what a REST
-    PATCH runs, so watchers get the same events) rather than over HTTP, to leave the fake
-    server's capacity to the syncer's requests.
-    """
-
-    def __init__(self, store: Store, submitters: dict[str, str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        submitters: dict[str, str],
+        on_loop: Callable[[Callable[[], None]], None],
+    ) -> None:
         from tests.fakeapi.kinds import kind_for_resource  # server side only
 
+        self._on_loop = on_loop
         self._store = store
         self._pods = kind_for_resource("pods")
         self._jobs = kind_for_resource("jobs.batch")
@@ -500,34 +541,40 @@ class EndKubelet:
         threading.Thread(target=self._run, args=(ends,), daemon=True).start()
 
     def _run(self, ends: dict[str, float]) -> None:
-        container = {"spec": {"containers": [{"name": "ray-job-submitter"}]}}
         for name, end in sorted(ends.items(), key=lambda item: item[1]):
             delay = end - time.time()
             if delay > 0:
                 time.sleep(delay)
-            stamp = _stamp(end)
-            try:
-                self._store.patch(
-                    self._pods,
-                    NAMESPACE,
-                    self._submitters[name],
-                    MERGE_PATCH,
-                    {"status": _succeeded_pod_status(container, stamp)},
-                    subresource="status",
-                    field_manager="kubelet",
-                )
-                self._store.patch(
-                    self._jobs,
-                    NAMESPACE,
-                    name,
-                    MERGE_PATCH,
-                    {"status": _complete_job_status(stamp)},
-                    subresource="status",
-                    field_manager="kube-controller-manager",
-                )
-            except Exception:  # noqa: BLE001 - counted and reported
-                self.errors += 1
-            self.lags.append(time.time() - end)
+            # On the server's event loop: a second thread writing to the store would hold
+            # the GIL while the loop waits for it after every socket send (a convoy that
+            # made each response wait up to the 5 ms switch interval).
+            self._on_loop(functools.partial(self._end, name, end))
+
+    def _end(self, name: str, end: float) -> None:
+        container = {"spec": {"containers": [{"name": "ray-job-submitter"}]}}
+        stamp = _stamp(end)
+        try:
+            self._store.patch(
+                self._pods,
+                NAMESPACE,
+                self._submitters[name],
+                MERGE_PATCH,
+                {"status": _succeeded_pod_status(container, stamp)},
+                subresource="status",
+                field_manager="kubelet",
+            )
+            self._store.patch(
+                self._jobs,
+                NAMESPACE,
+                name,
+                MERGE_PATCH,
+                {"status": _complete_job_status(stamp)},
+                subresource="status",
+                field_manager="kube-controller-manager",
+            )
+        except Exception:  # noqa: BLE001 - counted and reported
+            self.errors += 1
+        self.lags.append(time.time() - end)
 
 
 def serve(jobs: int, seed: int, started: float) -> int:
@@ -538,19 +585,46 @@ def serve(jobs: int, seed: int, started: float) -> int:
     server = FakeApiServer(history_size=max(1000, 2 * jobs), seed=seed, bookmark_interval=5.0)
     submitters = populate(server.store, jobs, seed, started=started)
     populate_s = time.perf_counter() - populating
+    # The store's millions of dicts hold no cycles (refcounts free them) but the cyclic
+    # collector walked them all on each full collection: seconds at 10,000 jobs, during
+    # which the server answered nothing. Freeze what populating made; collect rarely.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
     server.start()
     intent = template_objects()["ConfigMap"]["data"][naming.INTENT_KEY]
     hello = {"url": server.url, "populate_s": populate_s, "intent": intent}
     print(json.dumps(hello), flush=True)
-    kubelet = EndKubelet(server.store, submitters)
+    loop = server._loop
+    assert loop is not None  # started
+
+    def on_loop(fn: Callable[[], None]) -> None:
+        loop.call_soon_threadsafe(fn)
+
+    kubelet = EndKubelet(server.store, submitters, on_loop)
+    # Profiles of the window (paths in the environment): cProfile of the event loop's
+    # thread (exact call counts and times per request) and samples of every thread.
+    profile = os.environ.get(PROFILE_SERVER)
+    # On the thread's CPU clock: on a busy machine wall time says more about the others.
+    profiler = cProfile.Profile(time.thread_time) if profile else None
+    sampling: tuple[Sampler, str] | None = None
     cpu_start = time.process_time()
     for line in sys.stdin:
         message = json.loads(line)
         if "ends" in message:
             cpu_start = time.process_time()
             kubelet.start({str(k): float(v) for k, v in message["ends"].items()})
+            if profiler is not None:
+                _on_server_loop(server, profiler.enable)
+            sampling = sampler.started_from_env(SAMPLE_SERVER)
         if message.get("stop"):
             break
+    if profiler is not None and profile:
+        _on_server_loop(server, profiler.disable)
+        profiler.dump_stats(profile)
+    if sampling is not None:
+        sampling[0].stop()
+        sampling[0].write(sampling[1])
     # The syncer's watches are cut when it stops; aiohttp would log each as an error.
     logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
     lags = sorted(kubelet.lags)
@@ -565,6 +639,18 @@ def serve(jobs: int, seed: int, started: float) -> int:
     print(json.dumps(report), flush=True)
     server.stop()
     return 0
+
+
+def _on_server_loop(server: Any, fn: Callable[[], object]) -> None:
+    """Run `fn` on the server's event-loop thread and wait for it (profilers are per thread)."""
+    done = threading.Event()
+
+    def call() -> None:
+        fn()
+        done.set()
+
+    server._loop.call_soon_threadsafe(call)
+    done.wait(10)
 
 
 def _child_env() -> dict[str, str]:
@@ -657,6 +743,10 @@ def _rss_mb(field_name: str = "VmRSS") -> float:
     return math.nan
 
 
+# How far along a job is: a status write that lowers it is a regression.
+_STATE_RANK: Final = {rayjob.RUNNING: 2, rayjob.COMPLETE: 3, rayjob.FAILED: 3}
+
+
 class RecordingKube(ForwardingKube):
     """`Kube` that forwards to a client and notes when each RayJob's finished status landed."""
 
@@ -665,6 +755,8 @@ class RecordingKube(ForwardingKube):
         self._lock = threading.Lock()
         self.finished: dict[str, float] = {}
         self.verbs: Counter[str] = Counter()
+        self.regressions = 0  # status writes that move a job back (every job starts Running)
+        self._ranks: dict[str, int] = {}
 
     def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
         with self._lock:
@@ -675,9 +767,14 @@ class RecordingKube(ForwardingKube):
         labels = meta.get("labels") or {}
         if labels.get(naming.ROLE) != "status":
             return
-        if (body.get("data") or {}).get("jobDeploymentStatus") in FINISHED:
-            name = str(labels.get(naming.ORIGIN_NAME))
-            with self._lock:
+        state = (body.get("data") or {}).get("jobDeploymentStatus")
+        name = str(labels.get(naming.ORIGIN_NAME))
+        rank = _STATE_RANK.get(str(state), 0)
+        with self._lock:
+            if rank < self._ranks.get(name, _STATE_RANK[rayjob.RUNNING]):
+                self.regressions += 1
+            self._ranks[name] = rank
+            if state in FINISHED:
                 self.finished.setdefault(name, time.time())
 
 
@@ -696,11 +793,11 @@ def measure_request_cost(url: str, samples: int = 300) -> float:
     return statistics.median(times)
 
 
-def _kube_client(url: str) -> KubeClient:
-    """A client as the syncer makes one (the library's default pool size)."""
-    configuration = client.Configuration()
-    configuration.host = url
-    return KubeClient(client.ApiClient(configuration))
+def _kube_client(url: str, token_file: Path) -> KubeClient:
+    """A client as the syncer makes one in a Pod: the service-account path, which never
+    imports the `kubernetes` package (plain HTTP here, so no CA file)."""
+    token_file.write_text("bench-token\n", encoding="utf-8")
+    return KubeClient(ServiceAccount(host=url, ca_file="", token_file=str(token_file)))
 
 
 class _Clock:
@@ -753,6 +850,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
 
     load_before = os.getloadavg()[0]
     rss_base = _rss_mb()
+    scratch = tempfile.TemporaryDirectory(prefix="bench-syncer-")
     started = time.time()  # when every job was (simulated to be) seen Running
     server = ServerProcess(scale.jobs, scale.seed, started)
     kube_client: KubeClient | None = None
@@ -762,19 +860,23 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         cost = measure_request_cost(server.url)
         dashboards, where = _dashboards(scale.jobs, server.template_intent, started)
         rss_dashboards = _rss_mb()
-        kube_client = _kube_client(server.url)
+        kube_client = _kube_client(server.url, Path(scratch.name) / "token")
         kube = RecordingKube(kube_client)
         options = Options(
             namespaces=(NAMESPACE,), dashboard_budget_rps=scale.budget_rps, workers=scale.workers
         )
         syncer = Syncer(kube, options, dashboards=lambda url: dashboards[url])
-        warmup_s = _warm_up(syncer, scale)
+        grants = _time_dashboard_requests(syncer)
+        restart = _warm_up(syncer, scale, kube)
+        warmup_s = restart.warmup_s
         say(
             f"warm-up (lists, then a pass of every job) {warmup_s:.1f} s: "
             f"{syncer.dashboards.requests.total()} dashboard requests, "
             f"{kube.verbs.total()} writes"
         )
+        sampling = sampler.started_from_env(SAMPLE_SYNCER)
         t0 = time.time()
+        grants_t0 = len(grants)
         rng = random.Random(scale.seed)
         ends = {
             job_name(i): t0 + scale.lead_s + rng.random() * scale.spread_s
@@ -791,6 +893,9 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
             window.sample(len(kube.finished))
         t_done = max(kube.finished.values()) if len(kube.finished) == scale.jobs else time.time()
         window.sample(len(kube.finished), force=True)
+        if sampling is not None:
+            sampling[0].stop()
+            sampling[0].write(sampling[1])
         rss_peak = _rss_mb("VmHWM")
         if verbose:
             stats = syncer.engine.stats + syncer.rayjob.stats
@@ -804,7 +909,11 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         server.kill()
         if kube_client is not None:
             kube_client.close()
+        scratch.cleanup()
     delays = [kube.finished[n] - end for n, end in ends.items() if n in kube.finished]
+    series = sorted(
+        (end - t0, kube.finished[n] - end) for n, end in ends.items() if n in kube.finished
+    )
     job_hours = sum(min(end, t_done) - t0 for end in ends.values()) / 3600
     ours = Figures(
         "syncer",
@@ -815,9 +924,10 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         window.kube_writes,
         job_hours,
         t_done - t0,
-        peak_dashboard_rps=window.peak_rps,
+        peak_dashboard_rps=_peak_in_any_second(grants[grants_t0:]),
         cpu_s=window.cpu_s,
         peak_cores=window.peak_cores,
+        series=series,
     )
     models = [
         kuberay_model(ends, t0, cost, events=False),
@@ -829,6 +939,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         models=models,
         request_cost_s=cost,
         warmup_s=warmup_s,
+        restart=restart,
         populate_s=server.populate_s,
         rss_base_mb=rss_base,
         rss_dashboards_mb=rss_dashboards - rss_base,
@@ -838,18 +949,87 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
     )
 
 
-def _warm_up(syncer: Syncer, scale: Scale) -> float:
-    """Start the syncer; wait until every job was seen Running and nothing is queued."""
+@dataclass(frozen=True)
+class Restart:
+    """A syncer starting among running jobs: until every job was looked at once."""
+
+    warmup_s: float  # from start until every job was seen Running and nothing is queued
+    lists_s: float  # from start to the first pass (the caches' lists)
+    observed_s: float  # from start until every job had had a pass
+    order: float  # rank correlation of first pass with age (1: strictly oldest first)
+    regressions: int  # status writes in the warm-up that moved a job back from Running
+
+
+def _time_dashboard_requests(syncer: Syncer) -> array[float]:
+    """When each budgeted dashboard request was made (after its token), on the monotonic
+    clock: the peak over every 1-s window is computed from these."""
+    stamps: array[float] = array("d")
+    pool = syncer.dashboards
+    original = pool.call
+
+    def call(name: str, url: str, fn: Callable[[Any], Any]) -> Any:
+        def timed(dashboard: Any) -> Any:
+            stamps.append(time.monotonic())
+            return fn(dashboard)
+
+        return original(name, url, timed)
+
+    pool.call = call  # type: ignore[method-assign]
+    return stamps
+
+
+def _peak_in_any_second(stamps: Sequence[float]) -> float:
+    """The most requests in any sliding 1-s window [t, t + 1)."""
+    ordered = sorted(stamps)
+    return float(
+        max(
+            (bisect_left(ordered, start + 1.0) - i for i, start in enumerate(ordered)),
+            default=0,
+        )
+    )
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    for rank, index in enumerate(order):
+        ranks[index] = float(rank)
+    return ranks
+
+
+def _warm_up(syncer: Syncer, scale: Scale, kube: RecordingKube) -> Restart:
+    """Start the syncer; wait until every job was seen Running and nothing is queued.
+
+    Notes when each job first had a pass (sampled every 0.1 s), to tell how long a
+    restart takes to look at every job and in which order.
+    """
     started = time.perf_counter()
+    writes0 = kube.regressions
     syncer.start()
     deadline = time.monotonic() + 120 + 4 * scale.jobs / scale.budget_rps
+    first: dict[str, float] = {}
     while True:
-        seen = sum(1 for state in syncer.rayjob.states.values() if state == rayjob.RUNNING)
+        now = time.perf_counter() - started
+        states, _ = syncer.rayjob.snapshot()  # a copy under the reconciler's lock
+        if len(first) < scale.jobs:
+            for key in states:
+                first.setdefault(key[2], now)
+        seen = sum(1 for state in states.values() if state == rayjob.RUNNING)
         if seen == scale.jobs and syncer.engine.queue.ready() == 0:
-            return time.perf_counter() - started
+            break
         if time.monotonic() > deadline:
             raise RuntimeError(f"warm-up: {seen} of {scale.jobs} jobs seen Running")
-        time.sleep(0.2)
+        time.sleep(0.1)
+    names = sorted(first)
+    ages = [-job_age_s(n, scale.seed) for n in names]
+    order = statistics.correlation(_ranks(ages), _ranks([first[n] for n in names]))
+    return Restart(
+        warmup_s=time.perf_counter() - started,
+        lists_s=min(first.values(), default=math.nan),
+        observed_s=max(first.values(), default=math.nan),
+        order=order if not math.isnan(order) else 0.0,
+        regressions=kube.regressions - writes0,
+    )
 
 
 class _Window:
@@ -991,6 +1171,7 @@ def kuberay_model(
         job_hours,
         t_done - t0,
         notes={"sweep_s": f"{len(names) * cost:.2f}"},
+        series=sorted((ends[n] - t0, finished[n] - ends[n]) for n in names if n in finished),
     )
 
 
@@ -1018,6 +1199,7 @@ def report(run: Run) -> list[str]:
         ("dashboard req / job-hour", [_fmt(f.dashboard_per_job_hour, 0) for f in sides]),
         ("kubernetes req / job-hour", [_fmt(f.kube_per_job_hour, 0) for f in sides]),
         ("  of which writes", [_fmt(f.writes_per_job_hour, 0) for f in sides]),
+        ("writes / finished job", [_fmt(_writes_per_finished(f), 2) for f in sides]),
         ("peak dashboard req/s (1 s)", [_fmt(ours.peak_dashboard_rps, 0), *simulated]),
         ("CPU, cores (mean)", [_fmt(ours.cores), *simulated]),
         ("CPU, cores (peak 10 s)", [_fmt(ours.peak_cores), *simulated]),
@@ -1051,26 +1233,101 @@ def report(run: Run) -> list[str]:
         f"{_fmt(server.get('kubelet_lag_p95_s'), 3)} s (p95), "
         f"{_fmt(server.get('kubelet_lag_max_s'), 3)} s (max); errors {server.get('kubelet_errors')}"
     )
+    restart = run.restart
+    lines.append(
+        f"restart among {scale.jobs} running jobs: every job had a pass after "
+        f"{restart.observed_s:.1f} s (floor jobs/budget {scale.jobs / scale.budget_rps:.1f} s, "
+        f"ratio {restart.observed_s / max(scale.jobs / scale.budget_rps, 1e-9):.2f}; lists "
+        f"{restart.lists_s:.1f} s); oldest-first rank correlation {restart.order:.2f}; "
+        f"status regressions {restart.regressions}"
+    )
     lines.extend(_targets(run))
     return lines
 
 
 def _targets(run: Run) -> list[str]:
-    ours, jobs = run.syncer, run.scale.jobs
+    """Issue 13's targets, against the KubeRay models measured in the same run."""
+    ours, jobs, budget = run.syncer, run.scale.jobs, run.scale.budget_rps
+    plain, events = run.models
+    p95 = ours.percentile(0.95)
     checks: list[tuple[str, bool]] = []
     if jobs <= 1000:
-        checks.append(("p95 <= 1 s", ours.percentile(0.95) <= 1.0))
+        checks.append(("p95 <= 1 s", p95 <= 1.0))
+    elif run.scale.spread_s < 120:  # a burst
+        checks.append(("p95 <= 5 s", p95 <= 5.0))
+        checks.append(("p95 <= model + Job events", p95 <= events.percentile(0.95)))
+        checks.append(("max <= 15 s", ours.percentile(1.0) <= 15.0))
     else:
-        checks.append(("p95 <= 10 s", ours.percentile(0.95) <= 10.0))
-        checks.append(("RSS <= 200 MB", run.syncer_rss_mb <= 200))
-        checks.append(("CPU <= 1 core", (ours.cores or 0) <= 1.0))
-        checks.append(
-            (
-                f"dashboard <= {run.scale.budget_rps:.0f} req/s",
-                (ours.peak_dashboard_rps or 0) <= run.scale.budget_rps * 1.05,
-            )
-        )
+        checks.append(("p95 <= 0.2 s", p95 <= 0.2))
+    checks.append(
+        ("dashboard <= budget in every 1-s window", (ours.peak_dashboard_rps or 0) <= budget)
+    )
+    checks.append(
+        ("kubernetes req/job-hour <= model", ours.kube_per_job_hour <= plain.kube_per_job_hour)
+    )
+    checks.append(("writes/finished job <= 3", _writes_per_finished(ours) <= 3.0))
+    restart = run.restart
+    checks.append(("restart <= 1.2 x jobs/budget", restart.observed_s <= 1.2 * jobs / budget))
+    checks.append(("no status regressed", restart.regressions == 0))
+    if jobs >= 2000:
+        checks.append(("RSS <= 150 MB", run.syncer_rss_mb <= 150))
+        checks.append(("CPU <= 0.5 core", (ours.cores or 0) <= 0.5))
     return ["targets: " + ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in checks)]
+
+
+def _writes_per_finished(figures: Figures) -> float:
+    return figures.kube_writes / len(figures.delays) if figures.delays else math.nan
+
+
+def summary(run: Run) -> str:
+    """One line of `key=value` words a script can split (`syncer-summary ...`)."""
+    ours, (plain, events) = run.syncer, run.models
+    values: dict[str, float | int | str] = {
+        "jobs": run.scale.jobs,
+        "spread_s": run.scale.spread_s,
+        "budget_rps": run.scale.budget_rps,
+        "load_before": run.load[0],
+        "load_after": run.load[1],
+        "p50_s": ours.percentile(0.5),
+        "p95_s": ours.percentile(0.95),
+        "max_s": ours.percentile(1.0),
+        "missing": ours.missing,
+        "model_p95_s": plain.percentile(0.95),
+        "model_events_p95_s": events.percentile(0.95),
+        "p95_vs_model_events": ours.percentile(0.95) / max(events.percentile(0.95), 1e-9),
+        "dashboard_per_job_hour": ours.dashboard_per_job_hour,
+        "model_dashboard_per_job_hour": plain.dashboard_per_job_hour,
+        "kube_per_job_hour": ours.kube_per_job_hour,
+        "model_kube_per_job_hour": plain.kube_per_job_hour,
+        "writes_per_finished_job": _writes_per_finished(ours),
+        "peak_dashboard_rps_1s": ours.peak_dashboard_rps or 0.0,
+        "cpu_cores_mean": ours.cores or 0.0,
+        "cpu_cores_peak10s": ours.peak_cores or 0.0,
+        "rss_mb": run.syncer_rss_mb,
+        "rss_base_mb": run.rss_base_mb,
+        "restart_observed_s": run.restart.observed_s,
+        "restart_floor_s": run.scale.jobs / run.scale.budget_rps,
+        "restart_lists_s": run.restart.lists_s,
+        "restart_order": run.restart.order,
+        "regressions": run.restart.regressions,
+        "server_cpu_s": float(run.server.get("cpu_s") or math.nan),
+    }
+    words = (f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+    return "syncer-summary " + " ".join(words)
+
+
+def plot(run: Run, path: Path) -> Path:
+    """Delay (y, s) over the job's end time (x, s into the window): the syncer in red,
+    KubeRay's model with Job events in blue, without them in grey."""
+    plain, events = run.models
+    return png.scatter(
+        path,
+        [
+            (plain.series, (170, 170, 170)),
+            (events.series, (40, 90, 220)),
+            (run.syncer.series, (220, 40, 40)),
+        ],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> list[Run]:
@@ -1085,6 +1342,8 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     parser.add_argument("--lead", type=float, help="seconds before the first job ends")
     parser.add_argument("--spread", type=float, help="seconds over which the jobs end")
     parser.add_argument("--verbose", action="store_true", help="print progress every second")
+    parser.add_argument("--plot", help="write a PNG of delay over time here (one scale)")
+    parser.add_argument("--workers", type=int, default=8, help="the syncer's worker threads")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -1095,7 +1354,11 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     scales = args.jobs or list(SCALES)
     if len(scales) > 1:
         # One process per scale, so each measures its memory from a fresh interpreter.
-        options = [f"--budget={args.budget}", *(["--verbose"] if args.verbose else [])]
+        options = [
+            f"--budget={args.budget}",
+            f"--workers={args.workers}",
+            *(["--verbose"] if args.verbose else []),
+        ]
         for name, value in (("lead", args.lead), ("spread", args.spread)):
             if value is not None:
                 options.append(f"--{name}={value}")
@@ -1114,9 +1377,18 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
             scale = replace(scale, lead_s=args.lead)
         if args.spread is not None:
             scale = replace(scale, spread_s=args.spread)
+        scale = replace(scale, workers=args.workers)
         run = run_syncer(scale, verbose=args.verbose)
         for line in report(run):
             print(f"syncer: {line}", flush=True)
+        print(summary(run), flush=True)
+        if args.plot:
+            where = plot(run, Path(args.plot))
+            print(
+                f"syncer: plot of delay over end time (red: syncer, blue: KubeRay model with "
+                f"Job events, grey: without) in {where}",
+                flush=True,
+            )
         runs.append(run)
     return runs
 

@@ -194,7 +194,11 @@ class Syncer:
         while not all(i.wait_synced(0.2) for i in self.services.informers):
             if stop is not None and stop.is_set():
                 return False
-        return self.engine.start(stop)
+        if not self.engine.start(stop):
+            return False
+        # Keys of the first lists that no intent names (the engine queues only intents').
+        self.autoscaler.enqueue_all()
+        return True
 
     def stop(self) -> None:
         """Stop workers and caches."""

@@ -14,6 +14,7 @@ cluster, so a new process (or a new leader) resumes from the status ConfigMaps.
 
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import threading
@@ -129,6 +130,7 @@ class Engine:
         self._stop = threading.Event()
         self.reports = events.Reporter(kube, clock=clock, is_leader=is_leader)
         self.retry = _retry_policy(options, monotonic, self._jitter)
+        self._starting = False  # the first lists queue nothing: `start` queues every key
         selector = options.label_selector
         self.intents = Cache.watching(
             kube,
@@ -201,9 +203,11 @@ class Engine:
 
     # --- event routing -----------------------------------------------------------------------
 
-    def enqueue(self, kind: str, namespace: str, name: str, *, batch: bool = False) -> None:
+    def enqueue(
+        self, kind: str, namespace: str, name: str, *, batch: bool = False, force: bool = False
+    ) -> None:
         """Queue a key after a watch event (`batch`: a moment later, ahead of timers)."""
-        if not name or kind not in self._reconcilers:
+        if not name or kind not in self._reconcilers or (self._starting and not force):
             return
         key: Key = (kind, namespace, name)
         stamp = self.monotonic()
@@ -317,11 +321,14 @@ class Engine:
     def enqueue_all(self) -> None:
         """Queue every known key now (start, leadership gained; see `resync`).
 
-        Forgets what this process wrote: another replica may have written since.
+        Forgets what this process wrote (another replica may have written since), and
+        queues the oldest in flight first (by its status ConfigMap's resourceVersion; none:
+        first): ten thousand jobs wait for the dashboard budget after a restart.
         """
         self.ledger.clear()
-        for cm in self.intents.items():
-            self._on_intent("RESYNC", cm)
+        for cm in sorted(self.intents.items(), key=lambda cm: _status_version(self.statuses, cm)):
+            origin, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+            self.enqueue(origin, meta.namespace(cm), name, force=True)
 
     def resync(self) -> int:
         """The periodic look at every known key, for what a watch could have missed.
@@ -367,12 +374,18 @@ class Engine:
         False, with no worker started, when `stop` was set first. Workers never reconcile
         from caches that have not been filled.
         """
-        for informer in self.informers():
-            informer.start()
-        while not all(informer.wait_synced(0.2) for informer in self.informers()):
-            if (stop is not None and stop.is_set()) or self._stop.is_set():
-                return False
-        self.enqueue_all()
+        self._starting = True
+        try:
+            for informer in self.informers():
+                informer.start()
+            while not all(informer.wait_synced(0.2) for informer in self.informers()):
+                if (stop is not None and stop.is_set()) or self._stop.is_set():
+                    return False
+            self.enqueue_all()  # before the handlers hear of the listed objects (list order)
+        finally:
+            self._starting = False
+        self.enqueue_all()  # an intent that arrived during the first: queued keys stay put
+        gc.freeze()  # cached JSON has no cycles: full collections need not walk it
         for index in range(self.options.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{index}", daemon=True)
             thread.start()
@@ -396,3 +409,11 @@ class Engine:
         if self.start(stop):
             stop.wait()
         self.stop()
+
+
+def _status_version(statuses: Cache, intent: Manifest) -> int:
+    """The resourceVersion of an intent's status ConfigMap (0: none yet)."""
+    name = meta.label(intent, naming.ORIGIN_NAME)
+    found = statuses.get(meta.namespace(intent), naming.status_configmap_name(name))
+    version = str(meta.metadata(found).get("resourceVersion") or "") if found else ""
+    return int(version) if version.isdigit() else 0

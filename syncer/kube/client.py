@@ -1,9 +1,11 @@
 """The syncer's only door to the Kubernetes API: plain dicts in and out.
 
-Uses the `kubernetes` package for configuration only (kubeconfig or in-cluster: host,
-TLS, credentials) and speaks REST through its urllib3 pool, so objects stay JSON dicts
-(the generated model classes cost memory and time at thousands of objects). Every
-failure leaves as `TransientError` / `PermanentError` (or their subclasses). A 429 or 5xx
+In a Pod it reads the service account itself (`syncer.kube.incluster`) and never imports
+the `kubernetes` package (~50 MB); out of cluster it uses that package for configuration
+only (kubeconfig files, exec credential plugins: host, TLS, credentials). Either way it
+speaks REST through a urllib3 pool, so objects stay JSON dicts (the generated model
+classes cost memory and time at thousands of objects). Every failure leaves as
+`TransientError` / `PermanentError` (or their subclasses). A 429 or 5xx
 that carries `Retry-After` is retried after that long, a few times, as client-go's rest
 client does; past that the error carries the hint (`retry_after`) for the engine's backoff.
 """
@@ -19,13 +21,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client, config
 
 from syncer.errors import PermanentError, SyncerError, TransientError, error_for_status
+from syncer.kube.incluster import NotInClusterError, ServiceAccount
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 Manifest = dict[str, Any]
 Page = list[Manifest]  # one page of a list
@@ -186,12 +191,63 @@ class Kube(Protocol):
         ...
 
 
+class _ApiClientAuth:
+    """Host, pool and credentials of a `kubernetes` ApiClient (kubeconfig, exec plugins)."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api = api_client
+        self._config = api_client.configuration
+        self.host = str(self._config.host)
+        self.pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+
+    def headers(self) -> dict[str, str]:
+        hook = getattr(self._config, "refresh_api_key_hook", None)
+        if hook is not None:
+            hook(self._config)
+        headers: dict[str, str] = {}
+        for setting in self._config.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
+
+
+class _ServiceAccountAuth:
+    """Host, pool and bearer token of the Pod's service account (no `kubernetes` import)."""
+
+    def __init__(self, account: ServiceAccount) -> None:
+        self._account = account
+        self.host = account.host
+        self.pool = urllib3.PoolManager(
+            num_pools=4,
+            maxsize=MIN_POOL_SIZE,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=account.ca_file or None,
+        )
+
+    def headers(self) -> dict[str, str]:
+        return self._account.headers()
+
+    def close(self) -> None:
+        self.pool.clear()
+
+
+def _auth_for(
+    api_client: client.ApiClient | ServiceAccount,
+) -> _ApiClientAuth | _ServiceAccountAuth:
+    if isinstance(api_client, ServiceAccount):
+        return _ServiceAccountAuth(api_client)
+    return _ApiClientAuth(api_client)
+
+
 class _Http:
     """The HTTP side of `KubeClient`: requests, Retry-After, errors, request counts."""
 
     def __init__(
         self,
-        api_client: client.ApiClient,
+        api_client: client.ApiClient | ServiceAccount,
         *,
         timeout_s: float = 10.0,
         user_agent: str = "kuberay-syncer",
@@ -199,9 +255,10 @@ class _Http:
     ) -> None:
         self._user_agent = user_agent
         self._sleep = sleep
-        self._api = api_client
-        self._config = api_client.configuration
-        self._pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+        self._source = api_client
+        self._auth = auth = _auth_for(api_client)
+        self._host = auth.host.rstrip("/")
+        self._pool: urllib3.PoolManager = auth.pool
         # Pools are made on first use from these settings, so this takes effect for all.
         pool_kw = self._pool.connection_pool_kw
         pool_kw["maxsize"] = max(int(pool_kw.get("maxsize") or 1), MIN_POOL_SIZE)
@@ -213,15 +270,10 @@ class _Http:
         self.calls: Counter[tuple[str, str]] = Counter()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        hook = getattr(self._config, "refresh_api_key_hook", None)
-        if hook is not None:
-            hook(self._config)
         headers = {"Accept": "application/json", "User-Agent": self._user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        for setting in self._config.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
+        headers.update(self._auth.headers())
         return headers
 
     def _request(
@@ -235,7 +287,7 @@ class _Http:
         stream: bool = False,
         timeout_s: float | None = None,
     ) -> urllib3.BaseHTTPResponse:
-        url = self._config.host.rstrip("/") + path
+        url = self._host + path
         if query:
             url += "?" + urlencode(query)
         data = None if body is None else json.dumps(body).encode()
@@ -329,19 +381,26 @@ class _Http:
 
 
 class KubeClient(_Http):
-    """`Kube` over HTTP, configured from a kubeconfig file or the in-cluster service account."""
+    """`Kube` over HTTP, configured from the in-cluster service account or a kubeconfig file.
+
+    Takes a `kubernetes` ApiClient (kubeconfig, tests) or a `ServiceAccount`.
+    """
 
     @classmethod
     def from_environment(
         cls, kubeconfig: str | None = None, *, user_agent: str = "kuberay-syncer"
     ) -> KubeClient:
-        """In-cluster config when running in a Pod, else the kubeconfig file."""
+        """The Pod's service account in a Pod (unless a kubeconfig is named), else a kubeconfig.
+
+        The `kubernetes` package (~50 MB) is imported only for a kubeconfig file.
+        """
         if kubeconfig is None:
             try:
-                config.load_incluster_config()  # type: ignore[no-untyped-call]  # untyped library
-                return cls(client.ApiClient(), user_agent=user_agent)
-            except config.ConfigException:
+                return cls(ServiceAccount.load(), user_agent=user_agent)
+            except NotInClusterError:
                 pass
+        from kubernetes import config
+
         api_client = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]  # untyped library
         return cls(api_client, user_agent=user_agent)
 
@@ -351,14 +410,15 @@ class KubeClient(_Http):
         The lease renewal's: its two requests must end within the renew deadline.
         """
         other = KubeClient(
-            self._api, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
+            self._source, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
         )
+        other._auth, other._pool, other._host = self._auth, self._pool, self._host
         other._lock, other.calls = self._lock, self.calls
         return other
 
     def close(self) -> None:
         """Release pooled connections."""
-        self._api.close()  # type: ignore[no-untyped-call]  # untyped library
+        self._auth.close()
 
     # --- verbs -----------------------------------------------------------------------------
 

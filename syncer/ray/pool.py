@@ -1,15 +1,18 @@
-"""The dashboards of every watched cluster behind one request budget (a token bucket).
+"""The dashboards of every watched cluster behind one request budget.
 
-`DashboardPool` makes one client per URL, counts requests by call, and shares one
+`DashboardPool` makes one client per URL (kept while it is used, so URLs of finished runs
+and forged intents do not pile up: review M6), counts requests by call, and shares one
 `list_jobs` answer per cluster among the jobs that run there for a short while. Every
-reconciler calls its dashboards through the pool, so the budget holds for all of them.
+reconciler calls its dashboards through the pool, so the budget holds for all of them, in
+every 1-s window (`RateLimiter`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -18,19 +21,39 @@ from syncer.ray.types import Dashboard, RayFacts
 
 _PRUNE_EVERY: Final = 1024  # dashboard answers stored between sweeps of stale ones
 BUDGET_BURST_S: Final = 0.05  # the dashboard budget's token bucket holds this many seconds
+# The window the log checks is this much longer than 1 s: a request leaves a moment after
+# its grant (the thread is scheduled again), and that moment must not push a window over.
+WINDOW_MARGIN_S: Final = 0.02
+CLIENT_IDLE_S: Final = 900.0  # a client unused this long is dropped (made again on use)
+MAX_CLIENTS: Final = 50_000  # and never more than this many (least recently used go first)
 
 
 class RateLimiter:
-    """A token bucket: `rate` acquisitions a second, bursts of `burst_s` seconds' worth."""
+    """At most `rate` acquisitions in any 1-s window, paced by a token bucket.
+
+    The bucket (bursts of `burst_s` seconds' worth) spaces requests evenly; a log of the
+    last `rate` grant times makes the budget hold in every sliding 1-s window, which a
+    bucket alone does not (its burst comes on top of a second's refill, and a thread that
+    wakes late from its reservation lands in the next window).
+    """
 
     def __init__(
-        self, rate: float, clock: Callable[[], float] = time.monotonic, *, burst_s: float = 1.0
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        burst_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._rate = max(rate, 0.001)
         self._clock = clock
+        self._sleep = sleep
         self._capacity = max(1.0, self._rate * burst_s)
         self._tokens = self._capacity
         self._stamp = clock()
+        self._window = max(1, math.floor(self._rate))  # grants allowed per 1-s window
+        self._window_s = (1.0 if self._rate >= 1 else 1.0 / self._rate) + WINDOW_MARGIN_S
+        self._grants: deque[float] = deque(maxlen=self._window)
         self._lock = threading.Lock()
 
     def acquire(self) -> float:
@@ -42,8 +65,18 @@ class RateLimiter:
             self._tokens -= 1
             wait = -self._tokens / self._rate if self._tokens < 0 else 0.0
         if wait > 0:
-            time.sleep(wait)
-        return wait
+            self._sleep(wait)
+        waited = wait
+        while True:
+            with self._lock:
+                now = self._clock()
+                grants = self._grants
+                if len(grants) < self._window or now - grants[0] >= self._window_s - 1e-9:
+                    grants.append(now)
+                    return waited
+                extra = max(grants[0] + self._window_s - now, 1e-6)
+            self._sleep(extra)
+            waited += extra
 
 
 class DashboardPool:
@@ -58,7 +91,9 @@ class DashboardPool:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._factory = factory
-        self._dashboards: dict[str, Dashboard] = {}
+        # Clients by URL, least recently used first, with when each was last used.
+        self._dashboards: OrderedDict[str, tuple[float, Dashboard]] = OrderedDict()
+        self._gets = 0
         self._facts: dict[str, tuple[float, RayFacts]] = {}
         # A small burst, so that no second sees more than about the budget.
         self._limiter = RateLimiter(budget_rps, clock, burst_s=BUDGET_BURST_S)
@@ -70,12 +105,30 @@ class DashboardPool:
         self.requests: Counter[str] = Counter()
 
     def get(self, url: str) -> Dashboard:
-        """The dashboard client for a URL (made once)."""
+        """The dashboard client for a URL (made on first use, dropped when long unused)."""
+        now = self._clock()
         with self._lock:
-            dashboard = self._dashboards.get(url)
-            if dashboard is None:
-                dashboard = self._dashboards[url] = self._factory(url)
+            entry = self._dashboards.pop(url, None)
+            dashboard = entry[1] if entry is not None else self._factory(url)
+            self._dashboards[url] = (now, dashboard)  # now the most recently used
+            self._gets += 1
+            if self._gets >= _PRUNE_EVERY or len(self._dashboards) > MAX_CLIENTS:
+                self._gets = 0
+                self._prune_clients_locked(now)
             return dashboard
+
+    def _prune_clients_locked(self, now: float) -> None:
+        clients = self._dashboards
+        while clients:
+            url, (used, _) = next(iter(clients.items()))
+            if len(clients) <= MAX_CLIENTS and now - used < CLIENT_IDLE_S:
+                return
+            del clients[url]
+
+    def clients(self) -> int:
+        """How many dashboard clients are kept."""
+        with self._lock:
+            return len(self._dashboards)
 
     def call(self, name: str, url: str, fn: Callable[[Dashboard], Any]) -> Any:
         """Make one budgeted request."""

@@ -183,9 +183,9 @@ class RayJobReconciler:
                 self.actions.apply(intent, action, ttl_mode=ttl_mode)
         if record is None or decision.record != record:
             self._publish(intent, status_cm, decision.record)
-        for action in decision.actions:
-            if isinstance(action, machine.Event):
-                self.actions.apply(intent, action, ttl_mode=ttl_mode)
+        event = _one_event([a for a in decision.actions if isinstance(a, machine.Event)])
+        if event is not None:
+            self.actions.apply(intent, event, ttl_mode=ttl_mode)
         self._track(key, intent_cm, record, decision.record, observation.now)
         return self._next_look(decision, settings.poll_interval_s)
 
@@ -314,6 +314,23 @@ class RayJobReconciler:
 
 
 _ENDS_A_RUN: Final = machine.FINISHED | {machine.RETRYING}
+
+
+def _one_event(pass_events: Sequence[machine.Event]) -> machine.Event | None:
+    """The Events of one pass as one: a job that completes and releases its cluster is one.
+
+    KubeRay records one Event there, and it is one write rather than two. The first
+    reason names it (the status the pass published comes first); the messages are
+    joined; it is a Warning if any of them is.
+    """
+    if len(pass_events) <= 1:
+        return pass_events[0] if pass_events else None
+    warning = any(e.type == "Warning" for e in pass_events)
+    return machine.Event(
+        "Warning" if warning else "Normal",
+        pass_events[0].reason,
+        "; ".join(e.message for e in pass_events),
+    )
 
 
 def _state_series(ns: str, name: str, uid: str, known: str | None, new: str) -> None:

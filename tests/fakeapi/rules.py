@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import re
 from collections.abc import Callable
 from typing import Any
 
 from tests.fakeapi.errors import bad_request, cause, invalid
+from tests.fakeapi.jsontree import clone
 from tests.fakeapi.kinds import Kind
 
 Manifest = dict[str, Any]
@@ -427,7 +427,7 @@ def _names(items: Any) -> list[Any]:
 
 def _check_pod_update(old: Manifest, new: Manifest) -> list[Manifest]:
     old_spec = old.get("spec") or {}
-    new_spec = copy.deepcopy(new.get("spec") or {})
+    new_spec = clone(new.get("spec") or {})
     causes: list[Manifest] = []
     old_gates, new_gates = (
         _names(old_spec.get("schedulingGates")),
@@ -540,4 +540,4 @@ def carry_allocated(kind: Kind, old: Manifest, new: Manifest) -> None:
     if isinstance(new_spec, dict):
         for field in ("clusterIP", "clusterIPs"):
             if not new_spec.get(field) and old_spec.get(field):
-                new_spec[field] = copy.deepcopy(old_spec[field])
+                new_spec[field] = clone(old_spec[field])

@@ -12,7 +12,7 @@ so events and list items may share them without copying.
 from __future__ import annotations
 
 import base64
-import copy
+import bisect
 import json
 import random
 import threading
@@ -36,6 +36,7 @@ from tests.fakeapi.errors import (
     invalid,
     not_found,
 )
+from tests.fakeapi.jsontree import clone
 from tests.fakeapi.kinds import KINDS, Kind, kind_for_type
 from tests.fakeapi.selectors import Requirement, matches
 
@@ -199,6 +200,9 @@ class Store:
         self._compacted = 0
         self._ips = 0
         self._objects: dict[Kind, dict[tuple[str, str], Manifest]] = {k: {} for k in KINDS}
+        # Each kind's keys in order, made again after a create or delete (a list walks
+        # them from its continue key instead of sorting every object for every page).
+        self._sorted: dict[Kind, list[tuple[str, str]] | None] = dict.fromkeys(KINDS)
         self._history: dict[Kind, deque[WatchEvent]] = {k: deque() for k in KINDS}
         self._floor: dict[Kind, int] = dict.fromkeys(KINDS, 0)
         self._watchers: list[Watcher] = []
@@ -275,7 +279,11 @@ class Store:
         if old is not None:
             self._unindex(kind, old)
         self._index(kind, obj)
-        self._objects[kind][self._key(obj)] = obj
+        key = self._key(obj)
+        objects = self._objects[kind]
+        if key not in objects:
+            self._sorted[kind] = None
+        objects[key] = obj
         self._record(kind, WatchEvent(self._rv, "MODIFIED" if old else "ADDED", obj, old))
         return obj
 
@@ -292,7 +300,7 @@ class Store:
         if not fields and operation != "Apply":
             return
         meta = obj["metadata"]
-        entries: list[Manifest] = copy.deepcopy(meta.get("managedFields") or [])
+        entries: list[Manifest] = clone(meta.get("managedFields") or [])
         for entry in entries:
             if (entry.get("manager"), entry.get("operation"), entry.get("subresource")) == (
                 manager,
@@ -353,19 +361,19 @@ class Store:
             ApiError: 404 NotFound.
         """
         with self.lock:
-            return copy.deepcopy(self._require(kind, namespace, name))
+            return clone(self._require(kind, namespace, name))
 
     def find(self, kind: Kind, namespace: str | None, name: str) -> Manifest | None:
         """Return a copy of one object, or None."""
         with self.lock:
             obj = self._stored(kind, namespace, name)
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def objects(self, kind: Kind, namespace: str | None = None) -> list[Manifest]:
         """Copies of all objects of a kind (in one namespace, or all), sorted by key."""
         with self.lock:
             return [
-                copy.deepcopy(obj)
+                clone(obj)
                 for key, obj in sorted(self._objects[kind].items())
                 if namespace is None or key[0] == namespace
             ]
@@ -411,20 +419,12 @@ class Store:
                         "list result. You can start a new list without the continue parameter."
                     )
                 list_rv = token_rv
-            items = []
-            for key, obj in sorted(self._objects[kind].items()):
-                if namespace is not None and key[0] != namespace:
-                    continue
-                if start is not None and key <= start:
-                    continue
-                if matches(obj, labels or [], fields or []):
-                    items.append((key, obj))
+            items, more, remaining = self._select(kind, namespace, start, labels, fields, limit)
             meta: Manifest = {"resourceVersion": str(list_rv)}
-            if limit and limit > 0 and len(items) > limit:
-                meta["continue"] = _encode_continue(list_rv, items[limit - 1][0])
+            if more:
+                meta["continue"] = _encode_continue(list_rv, items[-1][0])
                 if not labels and not fields:
-                    meta["remainingItemCount"] = len(items) - limit
-                items = items[:limit]
+                    meta["remainingItemCount"] = remaining
             # Built-in list items come without apiVersion/kind on the wire; custom ones keep them.
             return {
                 "kind": kind.list_kind,
@@ -432,6 +432,42 @@ class Store:
                 "metadata": meta,
                 "items": [obj if kind.custom else _strip_type(obj) for _, obj in items],
             }
+
+    def _keys(self, kind: Kind) -> list[tuple[str, str]]:
+        keys = self._sorted[kind]
+        if keys is None:
+            keys = self._sorted[kind] = sorted(self._objects[kind])
+        return keys
+
+    def _select(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        start: tuple[str, str] | None,
+        labels: list[Requirement] | None,
+        fields: list[Requirement] | None,
+        limit: int | None,
+    ) -> tuple[list[tuple[tuple[str, str], Manifest]], bool, int]:
+        """One page in key order after `start`: (items, whether more match, how many keys
+        of the namespace follow the page: `remainingItemCount` without selectors)."""
+        keys, objects = self._keys(kind), self._objects[kind]
+        first = (namespace, "") if namespace is not None else ("", "")
+        index = bisect.bisect_right(keys, start) if start is not None and start > first else 0
+        if namespace is not None:
+            index = max(index, bisect.bisect_left(keys, first))
+        end = len(keys) if namespace is None else bisect.bisect_left(keys, (namespace + "\0", ""))
+        page = limit if limit and limit > 0 else None
+        items: list[tuple[tuple[str, str], Manifest]] = []
+        more = False
+        for position in range(index, end):
+            key = keys[position]
+            obj = objects[key]
+            if matches(obj, labels or [], fields or []):
+                if page is not None and len(items) == page:
+                    more = True
+                    return items, more, end - position
+                items.append((key, obj))
+        return items, more, 0
 
     # ----------------------------------------------------------------- writes
 
@@ -456,7 +492,7 @@ class Store:
         rules.check_types(kind, body)
         fields = patching.field_set(self._tracked_fields(body))
         with self.lock:
-            obj = copy.deepcopy(body)
+            obj = clone(body)
             obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
             meta = obj.setdefault("metadata", {})
             if kind.namespaced:
@@ -504,7 +540,7 @@ class Store:
             self._set_manager(obj, field_manager, operation, fields, None, replace=True)
             if dry_run:
                 return obj
-            created = copy.deepcopy(self._commit(kind, obj, None))
+            created = clone(self._commit(kind, obj, None))
             self._collect_orphan(kind, obj)
             return created
 
@@ -566,7 +602,7 @@ class Store:
             return self._finish_update(
                 kind,
                 old,
-                copy.deepcopy(body),
+                clone(body),
                 subresource=subresource,
                 manager=field_manager,
                 operation="Update",
@@ -749,11 +785,11 @@ class Store:
         new["apiVersion"], new["kind"] = kind.api_version, kind.kind
         old_meta = old["metadata"]
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            # The old object but its status, which the write replaces (not copied first:
+            # a pod's status is much of what a status write would otherwise copy).
+            merged = {k: clone(v) for k, v in old.items() if k != "status"}
             if "status" in new:
                 merged["status"] = new["status"]
-            else:
-                merged.pop("status", None)
             if kind.plural == "pods" and not kind.group:
                 # The real pod status strategy resets the spec only: the labels and
                 # annotations of a pods/status write stand (tests/realapi/test_differential).
@@ -767,7 +803,7 @@ class Store:
             raise not_found(f"{kind.plural}/{subresource}", old_meta["name"], kind.group)
         elif kind.status_subresource:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = clone(old["status"])
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
@@ -787,7 +823,7 @@ class Store:
             "managedFields",
         ):
             if kept in old_meta:
-                meta[kept] = copy.deepcopy(old_meta[kept])
+                meta[kept] = clone(old_meta[kept])
             else:
                 meta.pop(kept, None)
         rules.carry_allocated(kind, old, new)
@@ -798,14 +834,14 @@ class Store:
         self._set_manager(new, manager, operation, fields, subresource, replace=replace_fields)
         if _comparable(new) == _comparable(old) and _ownership(new) == _ownership(old):
             # A no-op write stores nothing and keeps the resourceVersion, like the real server.
-            return copy.deepcopy(old)
+            return clone(old)
         if kind.has_generation and _content(new) != _content(old):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if dry_run:
             return new
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            return copy.deepcopy(self._remove(kind, new, old))
-        return copy.deepcopy(self._commit(kind, new, old))
+            return clone(self._remove(kind, new, old))
+        return clone(self._commit(kind, new, old))
 
     # ----------------------------------------------------------------- deletion
 
@@ -863,12 +899,12 @@ class Store:
                     ],
                 )
             if options.dry_run:
-                return copy.deepcopy(obj), False
+                return clone(obj), False
             if kind.plural == "namespaces" and not kind.group:
                 state, gone = self._delete_namespace(kind, obj)
             else:
                 state, gone = self._delete(kind, obj, policy)
-            return copy.deepcopy(state), gone
+            return clone(state), gone
 
     def delete_collection(
         self,
@@ -908,7 +944,7 @@ class Store:
         return (located[0], obj) if obj is not None else None
 
     def _rewrite(self, kind: Kind, obj: Manifest, change: Callable[[Manifest], None]) -> Manifest:
-        new = copy.deepcopy(obj)
+        new = clone(obj)
         change(new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._remove(kind, new, obj)
@@ -963,11 +999,12 @@ class Store:
 
     def _remove(self, kind: Kind, final: Manifest, old: Manifest) -> Manifest:
         """Delete for real: DELETED event, then garbage collection of dependents."""
-        final = copy.deepcopy(final)
+        final = clone(final)
         self._rv += 1
         final["metadata"]["resourceVersion"] = str(self._rv)
         stored = self._objects[kind].pop(self._key(final), None)
         if stored is not None:
+            self._sorted[kind] = None
             self._unindex(kind, stored)
         self._record(kind, WatchEvent(self._rv, "DELETED", final, old))
         uid = final["metadata"]["uid"]
@@ -1022,7 +1059,7 @@ class Store:
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new.setdefault("status", {})["phase"] = "Terminating"
 
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             terminate(new)
             self._commit(kind, new, obj)
             for other in KINDS:
@@ -1149,7 +1186,7 @@ class Store:
         """
         kind = kind_for_type(obj["apiVersion"], obj["kind"])
         with self.lock:
-            new = copy.deepcopy(obj)
+            new = clone(obj)
             meta = new["metadata"]
             old = self._stored(kind, meta.get("namespace"), meta["name"])
             if old is not None:
@@ -1158,7 +1195,7 @@ class Store:
             else:
                 meta.setdefault("uid", self._uid())
                 meta.setdefault("creationTimestamp", self._now())
-            return copy.deepcopy(self._commit(kind, new, old))
+            return clone(self._commit(kind, new, old))
 
     def remove(self, kind: Kind, namespace: str | None, name: str) -> bool:
         """Delete an object at once, ignoring finalizers; False when it did not exist."""

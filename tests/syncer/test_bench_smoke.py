@@ -10,6 +10,7 @@ dashboard answer, and a write's own echo triggers no pass.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from bench.syncer import Scale, kuberay_model, report, run_syncer
 from syncer.cli import Options, Syncer
@@ -160,3 +161,79 @@ def test_guarded_kube_lists_page_by_page_for_informers() -> None:
 
     pages = list(GuardedKube(Paged(None), AlwaysLeader()).list_pages(PODS, "ns"))  # type: ignore[arg-type]
     assert [[o["metadata"]["name"] for o in page] for page, _ in pages] == [["a"], ["b"]]
+
+
+def test_a_restart_looks_at_the_oldest_published_status_first() -> None:
+    from renderer import naming
+    from syncer.engine import Engine
+    from syncer.engine import Options as EngineOptions
+
+    class Keys:
+        kind = "RayJob"
+
+        def caches(self) -> list[object]:
+            return []
+
+        def reconcile(self, key: object) -> None:
+            return None
+
+    engine = Engine(None, EngineOptions(namespaces=("ns",)))  # type: ignore[arg-type]  # no I/O here
+    engine.register(Keys())  # type: ignore[arg-type]  # the protocol's three members
+    versions = {"young": "900", "old": "12", "middle": "450", "new": None}
+    for name, version in versions.items():
+        labels = {naming.ORIGIN_KIND: "RayJob", naming.ORIGIN_NAME: name}
+        engine.intents.upsert(
+            {"metadata": {"name": f"{name}-intent", "namespace": "ns", "labels": labels}}
+        )
+        if version is not None:
+            engine.statuses.upsert(
+                {
+                    "metadata": {
+                        "name": naming.status_configmap_name(name),
+                        "namespace": "ns",
+                        "resourceVersion": version,
+                    }
+                }
+            )
+    engine.drain()
+    engine.enqueue_all()
+    order = []
+    while (key := engine.queue.get(0)) is not None:
+        order.append(key[2])
+        engine.queue.done(key)
+    assert order == ["new", "old", "middle", "young"]
+
+
+def test_the_events_of_one_pass_are_recorded_as_one() -> None:
+    from syncer.rayjob.reconciler import _one_event
+
+    complete = rayjob.Event("Normal", "Complete", "RayJob complete: SUCCEEDED")
+    release = rayjob.Event("Normal", "DeleteCluster", "DeleteCluster: releasing 1 pod(s)")
+    assert _one_event([]) is None
+    assert _one_event([complete]) is complete
+    merged = _one_event([complete, release])
+    assert merged == rayjob.Event(
+        "Normal", "Complete", "RayJob complete: SUCCEEDED; DeleteCluster: releasing 1 pod(s)"
+    )
+    warned = _one_event([release, rayjob.Event("Warning", "Failed", "RayJob failed")])
+    assert warned is not None and (warned.type, warned.reason) == ("Warning", "DeleteCluster")
+
+
+def test_the_delay_plot_is_a_valid_png(tmp_path: Path) -> None:
+    import struct
+    import zlib
+
+    from bench import png
+
+    path = png.scatter(
+        tmp_path / "plot.png", [([(60.0, 0.5), (90.0, 2.0)], (220, 40, 40))], width=120, height=80
+    )
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (120, 80)
+    idat = data.index(b"IDAT")
+    (length,) = struct.unpack(">I", data[idat - 4 : idat])
+    rows = zlib.decompress(data[idat + 4 : idat + 4 + length])
+    assert len(rows) == height * (1 + 3 * width)
+    assert bytes((220, 40, 40)) in rows  # the points are drawn

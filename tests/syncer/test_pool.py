@@ -1,0 +1,92 @@
+"""The dashboard pool: the budget holds in every 1-s window, and unused clients are dropped."""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left
+
+import pytest
+
+from syncer.ray import pool as pool_module
+from syncer.ray.pool import DashboardPool, RateLimiter
+from tests.syncer.fakedashboard import FakeDashboard, ManualClock
+
+
+def _max_in_window(stamps: list[float], window: float = 1.0) -> int:
+    """The most stamps in any half-open window [t, t + window) (sliding, not bucketed)."""
+    stamps = sorted(stamps)
+    return max(
+        (bisect_left(stamps, start + window - 1e-9) - i for i, start in enumerate(stamps)),
+        default=0,
+    )
+
+
+def _limiter(rate: float, clock: ManualClock, burst_s: float) -> RateLimiter:
+    return RateLimiter(rate, clock, burst_s=burst_s, sleep=clock.advance)
+
+
+def test_the_budget_holds_in_every_one_second_window_even_with_a_burst() -> None:
+    clock = ManualClock(0.0)
+    limiter = _limiter(200.0, clock, burst_s=1.0)  # a bucket alone would allow 400 in 1 s
+    stamps = []
+    for _ in range(2_000):
+        limiter.acquire()
+        stamps.append(clock())
+    assert _max_in_window(stamps) == 200
+    assert 9.0 <= stamps[-1] <= 10.5  # and it still grants the full rate
+
+
+def test_late_wakers_do_not_push_a_window_over_the_budget() -> None:
+    clock = ManualClock(0.0)
+
+    def late_sleep(seconds: float) -> None:
+        clock.advance(seconds + 0.004)  # every sleep overshoots (a busy machine)
+
+    limiter = RateLimiter(100.0, clock, burst_s=0.05, sleep=late_sleep)
+    stamps = []
+    for index in range(1_000):
+        if index % 50 == 0:
+            clock.advance(0.3)  # idle gaps refill the bucket
+        limiter.acquire()
+        stamps.append(clock())
+    assert _max_in_window(stamps) <= 100
+
+
+def test_a_budget_below_one_a_second_spaces_requests() -> None:
+    clock = ManualClock(0.0)
+    limiter = _limiter(0.5, clock, burst_s=0.05)
+    stamps = []
+    for _ in range(5):
+        limiter.acquire()
+        stamps.append(clock())
+    assert all(b - a >= 2.0 - 1e-9 for a, b in itertools.pairwise(stamps))
+
+
+def test_clients_unused_for_long_are_dropped_and_made_again_on_use() -> None:
+    clock = ManualClock(0.0)
+    made: list[str] = []
+
+    def factory(url: str) -> FakeDashboard:
+        made.append(url)
+        return FakeDashboard(clock)
+
+    pool = DashboardPool(factory, budget_rps=1e6, clock=clock)
+    first = pool.get("http://old-head:8265")
+    assert pool.get("http://old-head:8265") is first
+    clock.advance(pool_module.CLIENT_IDLE_S + 1)
+    for index in range(pool_module._PRUNE_EVERY):
+        pool.get(f"http://head-{index % 3}:8265")  # a sweep runs every _PRUNE_EVERY gets
+    assert pool.clients() == 3  # the old run's client is gone
+    assert pool.get("http://old-head:8265") is not first
+    assert made.count("http://old-head:8265") == 2
+
+
+def test_the_pool_never_keeps_more_clients_than_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "MAX_CLIENTS", 10)
+    clock = ManualClock(0.0)
+    pool = DashboardPool(lambda url: FakeDashboard(clock), budget_rps=1e6, clock=clock)
+    for index in range(25):
+        pool.get(f"http://forged-{index}:8265")
+    assert pool.clients() == 10
+    recent = pool.get("http://forged-24:8265")
+    assert pool.get("http://forged-24:8265") is recent

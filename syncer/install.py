@@ -67,7 +67,8 @@ _NAMESPACED_RULES: Final = (
     # RayService intent re-read right before a destructive step.
     ("", "configmaps", ("create", "delete", "get", "list", "patch", "watch")),
     # delete: a drained RayService generation is retired (DESIGN §1, last row).
-    ("", "services", ("delete", "list")),
+    # list/watch: the head Services, for the live dashboard port (C2).
+    ("", "services", ("delete", "list", "watch")),
     ("", "persistentvolumeclaims", ("delete", "list")),
     ("", "events", ("create",)),
     # patch: short status annotations on the submitter Job that anchors a RayJob's status.

@@ -111,6 +111,7 @@ def _kill_an_informer(signum: int, frame: object) -> None:
     def gone() -> int:
         raise SystemExit("informer thread ended by the test (SIGUSR1)")
 
+    gc.unfreeze()  # the engine froze its start-up objects, which get_objects() then skips
     for obj in gc.get_objects():
         if isinstance(obj, Informer) and obj.resource.plural == "configmaps":
             obj._watch_once = gone  # type: ignore[method-assign]  # a test's sabotage
@@ -119,6 +120,7 @@ def _kill_an_informer(signum: int, frame: object) -> None:
 def _stall_the_lease(signum: int, frame: object) -> None:
     """SIGUSR2: the lease loop blocks in its next renewal, holding the lease unrenewed."""
     blocked = threading.Event()
+    gc.unfreeze()  # as above
     for obj in gc.get_objects():
         if isinstance(obj, LeaderElector):
             obj.try_acquire_or_renew = lambda: blocked.wait() and False  # type: ignore[method-assign]

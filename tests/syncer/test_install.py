@@ -26,7 +26,7 @@ LABELS = {
 WATCH_RULES = {
     ("", "pods"): ["create", "delete", "get", "list", "patch", "watch"],
     ("", "configmaps"): ["create", "delete", "get", "list", "patch", "watch"],
-    ("", "services"): ["delete", "list"],
+    ("", "services"): ["delete", "list", "watch"],
     ("", "persistentvolumeclaims"): ["delete", "list"],
     ("", "events"): ["create"],
     ("batch", "jobs"): ["delete", "list", "patch", "watch"],

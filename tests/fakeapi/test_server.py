@@ -323,7 +323,8 @@ def test_strategic_merge_patch_merges_keyed_lists(kube_api):
     patched = core.patch_namespaced_service(
         "svc", ns, {"spec": {"ports": [{"name": "metrics", "port": 8080}]}}
     )
-    assert [(p.name, p.port) for p in patched.spec.ports] == [("http", 80), ("metrics", 8080)]
+    # A new keyed item goes first, as on the real server.
+    assert [(p.name, p.port) for p in patched.spec.ports] == [("metrics", 8080), ("http", 80)]
     assert patched.spec.cluster_ip == created.spec.cluster_ip
     merge = core.patch_namespaced_service(
         "svc",

@@ -352,10 +352,6 @@ def test_a_deleted_namespace_stays_terminating_while_an_object_is_held(pair: Pai
 # ---- found by running tests/fakeapi/test_server.py with KUBECONFIG at the real server ---
 
 
-@known_difference(
-    "fake: a strategic merge of a keyed list appends the patch's new items "
-    "(real: they come first, e.g. Service ports [metrics, http])",
-)
 def test_strategic_merge_order_of_new_keyed_list_items(pair: Pair) -> None:
     service = {
         "apiVersion": "v1",

@@ -22,6 +22,7 @@ from kubernetes.informer import SharedInformer
 
 from tests.fakeapi.fixtures import KubeApi, WatchStream, close_api_client, new_api_client
 from tests.fakeapi.server import FakeApiServer
+from tests.fakeapi.store import ROOT_CA_CONFIGMAP as ROOT_CA
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -31,6 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _meta(name: str, **fields: Any) -> client.V1ObjectMeta:
     return client.V1ObjectMeta(name=name, **fields)
+
+
+# Every namespace holds the root CA ConfigMap (real and fake): tests list their own objects.
+OWN = f"metadata.name!={ROOT_CA}"
 
 
 def _cm(name: str, data: dict[str, str] | None = None, **meta: Any) -> client.V1ConfigMap:
@@ -130,7 +135,9 @@ def test_configmap_crud(kube_api):
     replaced = core.replace_namespaced_config_map("one", ns, created)
     assert replaced.data == {"a": "2"}
     assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
-    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["one"]
+    assert [
+        c.metadata.name for c in core.list_namespaced_config_map(ns, field_selector=OWN).items
+    ] == ["one"]
     core.delete_namespaced_config_map("one", ns)
     assert _error(lambda: core.read_namespaced_config_map("one", ns)).status == 404
 
@@ -453,7 +460,9 @@ def test_label_selectors(kube_api):
     def names(selector: str) -> list[str]:
         return [
             c.metadata.name
-            for c in core.list_namespaced_config_map(ns, label_selector=selector).items
+            for c in core.list_namespaced_config_map(
+                ns, label_selector=selector, field_selector=OWN
+            ).items
         ]
 
     assert names("app=ray") == ["a", "b"]
@@ -487,7 +496,7 @@ def test_list_pagination_with_limit_and_continue(kube_api):
     token = None
     pages = 0
     while True:
-        page = core.list_namespaced_config_map(ns, limit=2, _continue=token)
+        page = core.list_namespaced_config_map(ns, limit=2, _continue=token, field_selector=OWN)
         seen += [c.metadata.name for c in page.items]
         pages += 1
         token = page.metadata.var_continue
@@ -503,7 +512,10 @@ def test_deletecollection_with_label_selector(kube_api):
         core.create_namespaced_config_map(ns, _cm(name, labels={"tier": tier}))
     core.delete_collection_namespaced_config_map(ns, label_selector="tier=x")
     _eventually(
-        lambda: [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["c"]
+        lambda: (
+            [c.metadata.name for c in core.list_namespaced_config_map(ns, field_selector=OWN).items]
+            == ["c"]
+        )
     )
 
 
@@ -513,6 +525,7 @@ def test_deletecollection_with_label_selector(kube_api):
 def _events(kube_api: KubeApi, count: int, **kwargs: Any) -> list[tuple[str, str]]:
     stream = WatchStream()
     got: list[tuple[str, str]] = []
+    kwargs.setdefault("field_selector", OWN)
     for event in stream.stream(
         kube_api.core.list_namespaced_config_map, kube_api.namespace, **kwargs
     ):
@@ -609,7 +622,7 @@ def test_watch_after_compaction_is_gone_and_relist_recovers(kube_api):
     server.faults.compact()
     exc = _error(lambda: _events(kube_api, 1, resource_version=old, timeout_seconds=5))
     assert exc.status == 410
-    listed = core.list_namespaced_config_map(ns)
+    listed = core.list_namespaced_config_map(ns, field_selector=OWN)
     assert [c.metadata.name for c in listed.items] == ["before"]
     core.create_namespaced_config_map(ns, _cm("after"))
     assert _events(
@@ -652,7 +665,7 @@ def test_exact_list_of_an_old_resource_version_is_gone(kube_api):
     assert exc.status == 410
     current = core.list_namespaced_config_map(ns).metadata.resource_version
     exact = core.list_namespaced_config_map(
-        ns, resource_version=current, resource_version_match="Exact"
+        ns, resource_version=current, resource_version_match="Exact", field_selector=OWN
     )
     assert [c.metadata.name for c in exact.items] == ["newer"]
 
@@ -712,7 +725,7 @@ def test_deleting_an_owner_deletes_its_dependents(kube_api):
     child = core.create_namespaced_config_map(ns, _owned("child", owner))
     core.create_namespaced_config_map(ns, _owned("grandchild", child))
     core.delete_namespaced_config_map("owner", ns)
-    _eventually(lambda: not core.list_namespaced_config_map(ns).items)
+    _eventually(lambda: not core.list_namespaced_config_map(ns, field_selector=OWN).items)
 
 
 def test_orphan_propagation_keeps_dependents(kube_api):
@@ -732,7 +745,7 @@ def test_foreground_deletion_removes_dependents_first(kube_api):
     core.delete_namespaced_config_map("owner", ns, propagation_policy="Foreground")
     events = _events(kube_api, 3, resource_version=start, timeout_seconds=5)
     assert events == [("MODIFIED", "owner"), ("DELETED", "child"), ("DELETED", "owner")]
-    assert server.list_objects("configmaps", ns) == []
+    assert [o["metadata"]["name"] for o in server.list_objects("configmaps", ns)] == [ROOT_CA]
 
 
 def test_jobs_orphan_pods_without_a_propagation_policy(kube_api):
@@ -938,7 +951,9 @@ def test_dropping_watches_ends_open_streams(kube_api, abrupt):
     core, ns = kube_api.core, kube_api.namespace
     core.create_namespaced_config_map(ns, _cm("seen"))
     stream = WatchStream()
-    events = stream.stream(core.list_namespaced_config_map, ns, timeout_seconds=20)
+    events = stream.stream(
+        core.list_namespaced_config_map, ns, timeout_seconds=20, field_selector=OWN
+    )
     assert next(events)["type"] == "ADDED"
     assert server.faults.drop_watches(abrupt=abrupt) == 1
     started = time.monotonic()
@@ -1044,7 +1059,7 @@ def test_shared_informer_resumes_after_dropped_watches_and_relists_after_compact
 
     def cached() -> set[str]:
         keys: list[str] = informer.cache.list_keys()
-        return {key.split("/")[-1] for key in keys}
+        return {key.split("/")[-1] for key in keys} - {ROOT_CA}
 
     informer.start()  # type: ignore[no-untyped-call]  # kubernetes.informer is untyped
     try:

@@ -32,6 +32,8 @@ START_ATTEMPTS = 3
 # What `ray start --block` prints once its node is registered with the GCS; before it, the
 # dashboard may already answer while `ray start` is still able to time out and tear down.
 _STARTED = "Ray runtime started."
+# What it prints when it gives up (it may take a while to exit after that).
+_GAVE_UP = "timed out during startup"
 STOP_TIMEOUT_S = 20.0
 # Ports that `ray start` takes as flags; two more are taken through the environment.
 _PORT_FLAGS = (
@@ -202,9 +204,9 @@ class RayHead:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         while True:
             code = proc.poll()
-            if code is not None:
+            if code is not None or _GAVE_UP in self.log_tail():
                 raise _ExitedEarlyError(
-                    f"`ray start` exited with code {code} before the head was up "
+                    f"`ray start` exited (code {code}) before the head was up "
                     f"(attempt {self.attempts} of {START_ATTEMPTS}); "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )

@@ -351,10 +351,9 @@ def test_strategic_merge_patch_on_pod_conditions_merges_by_type(kube_api):
     patched = core.patch_namespaced_pod_status(
         "cond", ns, {"status": {"conditions": [{"type": "example.com/B", "status": "False"}]}}
     )
-    assert {c.type: c.status for c in patched.status.conditions} == {
-        "example.com/A": "True",
-        "example.com/B": "False",
-    }
+    # (On a real cluster the scheduler adds its own PodScheduled condition too.)
+    ours = {c.type: c.status for c in patched.status.conditions if c.type.startswith("example")}
+    assert ours == {"example.com/A": "True", "example.com/B": "False"}
 
 
 def test_server_side_apply_creates_updates_and_records_managers(kube_api):
@@ -417,7 +416,16 @@ def test_custom_resources_take_merge_patch_but_not_strategic_merge(kube_api):
             "gateway.networking.k8s.io", "v1", ns, "httproutes", "route", {"spec": {"rules": rules}}
         ),
     )
-    assert patched["spec"]["rules"] == rules
+    # The fields sent (a real server adds the CRD schema's defaults: group, kind, matches).
+    sent = [
+        {
+            "backendRefs": [
+                {k: ref[k] for k in ("name", "port", "weight")} for ref in rule["backendRefs"]
+            ]
+        }
+        for rule in patched["spec"]["rules"]
+    ]
+    assert sent == rules
     assert patched["metadata"]["generation"] == 2
     exc = _error(
         lambda: custom.patch_namespaced_custom_object(
@@ -770,6 +778,7 @@ def test_delete_precondition_on_uid(kube_api):
     assert exc.status == 409
 
 
+@pytest.mark.timeout(120)  # a real namespace controller sweeps every resource type first
 def test_deleting_a_namespace_deletes_its_contents(kube_api):
     core = kube_api.core
     core.create_namespace(client.V1Namespace(metadata=_meta(f"{kube_api.namespace}-x")))

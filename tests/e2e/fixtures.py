@@ -36,7 +36,10 @@ def ray_head(pytestconfig: pytest.Config) -> Iterator[RayHead]:
     except RayHeadError as exc:
         pytest.fail(f"could not start the Ray head for e2e tests: {exc}", pytrace=False)
     timings = pytestconfig.stash[_TIMINGS]
-    timings.append(f"ray head {head.dashboard_url}: started in {head.startup_s:.1f} s")
+    timings.append(
+        f"ray head {head.dashboard_url}: started in {head.startup_s:.1f} s "
+        f"(attempts: {head.attempts})"
+    )
     yield head
     began = time.monotonic()
     leftovers = head.stop()

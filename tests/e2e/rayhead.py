@@ -1,7 +1,10 @@
 """Start and stop one loopback-only Ray head for end-to-end tests.
 
 `RayHead.start()` runs `ray start --head --block` in its own process session, on free
-127.0.0.1 ports for every listener, and waits until the dashboard answers. `stop()` ends
+127.0.0.1 ports for every listener, and waits until `ray start` reports the runtime started
+and the dashboard answers (on a loaded machine `ray start` can still give up after the
+dashboard is up: its raylet has 30 s to register, so a head that fails so is started
+again, up to START_ATTEMPTS times). `stop()` ends
 that session by PID (SIGTERM to `ray start`, then SIGKILL to whatever is left in the
 session). It never calls `ray stop`, which kills every Ray process on the machine.
 Facts and traps: ../shared/reference/ray-test-head.md.
@@ -25,6 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 START_TIMEOUT_S = 90.0
+START_ATTEMPTS = 3
+# What `ray start --block` prints once its node is registered with the GCS; before it, the
+# dashboard may already answer while `ray start` is still able to time out and tear down.
+_STARTED = "Ray runtime started."
+# What it prints when it gives up (it may take a while to exit after that).
+_GAVE_UP = "timed out during startup"
 STOP_TIMEOUT_S = 20.0
 # Ports that `ray start` takes as flags; two more are taken through the environment.
 _PORT_FLAGS = (
@@ -41,6 +50,10 @@ _PORT_ENV = ("DASHBOARD_METRIC_PORT", "AUTOSCALER_METRIC_PORT")
 
 class RayHeadError(RuntimeError):
     """The Ray head could not be started; the message carries the tail of its log."""
+
+
+class _ExitedEarlyError(RayHeadError):
+    """`ray start` exited before its head was up (worth another attempt)."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -90,6 +103,7 @@ class RayHead:
     temp_dir: Path | None = None
     log_path: Path | None = None
     startup_s: float = 0.0
+    attempts: int = 0
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,12 +114,28 @@ class RayHead:
         return self._proc.pid
 
     def start(self) -> None:
-        """Start the head and wait until `GET /api/version` answers.
+        """Start the head and wait until it runs and `GET /api/version` answers.
+
+        A `ray start` that exits before it is up (its node timed out during startup) is
+        tried again on fresh ports, up to START_ATTEMPTS times in all.
 
         Raises:
-            RayHeadError: `ray` is missing, the process exited, or the dashboard did not
-                answer within START_TIMEOUT_S; the head is stopped before raising.
+            RayHeadError: `ray` is missing, every attempt exited, or the head was not up
+                within START_TIMEOUT_S; the head is stopped before raising.
         """
+        began = time.monotonic()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.attempts = attempt
+            try:
+                self._start_once()
+            except _ExitedEarlyError:
+                if attempt == START_ATTEMPTS:
+                    raise
+                continue
+            self.startup_s = time.monotonic() - began
+            return
+
+    def _start_once(self) -> None:
         bin_dir = Path(sys.executable).parent
         ray = bin_dir / "ray"
         if not ray.exists():
@@ -167,7 +197,6 @@ class RayHead:
         except RayHeadError:
             self.stop()
             raise
-        self.startup_s = time.monotonic() - began
 
     def _wait_until_answering(self, deadline: float) -> None:
         proc = self._proc
@@ -177,16 +206,17 @@ class RayHead:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         while True:
             code = proc.poll()
-            if code is not None:
-                raise RayHeadError(
-                    f"`ray start` exited with code {code} before the dashboard answered; "
+            if code is not None or _GAVE_UP in self.log_tail():
+                raise _ExitedEarlyError(
+                    f"`ray start` exited (code {code}) before the head was up "
+                    f"(attempt {self.attempts} of {START_ATTEMPTS}); "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )
             with (
                 contextlib.suppress(OSError, ValueError),
                 opener.open(url, timeout=2) as reply,
             ):
-                if "ray_version" in json.loads(reply.read()):
+                if "ray_version" in json.loads(reply.read()) and self._runtime_started():
                     return
             if time.monotonic() > deadline:
                 raise RayHeadError(
@@ -194,6 +224,17 @@ class RayHead:
                     f"{START_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}"
                 )
             time.sleep(0.2)
+
+    @property
+    def alive(self) -> bool:
+        """Whether `ray start --block` still runs (it exits when its head goes down)."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _runtime_started(self) -> bool:
+        """Whether `ray start` has reported its node registered (its startup message)."""
+        if self.log_path is None or not self.log_path.exists():
+            return False
+        return _STARTED in self.log_path.read_text(errors="replace")
 
     def log_tail(self, lines: int = 40) -> str:
         """Return the last lines of the `ray start` output."""

@@ -39,6 +39,7 @@ from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import CommandRunner, Controllers, PodProcess
 from tests.fakeapi.fixtures import KubeApi
 from tests.fakeapi.server import FakeApiServer
+from tests.manifests import rayjob
 from tests.paths import SHARED
 from tests.syncer.harness import apply, render, wait_until
 
@@ -52,43 +53,12 @@ _SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.
 _JOB_TIMEOUT_S = 120.0
 _CRD = SHARED / "upstream" / "kuberay-v1.7" / "crds" / "ray.io_rayjobs.yaml"
 
-JOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: {name}
-spec:
-  entrypoint: {entrypoint}
-  submissionMode: {mode}
-  backoffLimit: {backoff}
-{extra}
-  rayClusterSpec:
-    rayVersion: "2.52.0"
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
-
 
 def job_manifest(
     name: str, entrypoint: str, *, mode: str = "K8sJobMode", backoff: int = 0, **spec: object
 ) -> str:
     """A RayJob with one worker; `spec` adds top-level spec fields (JSON-encoded values)."""
-    extra = "\n".join(f"  {key}: {json.dumps(value)}" for key, value in spec.items())
-    return JOB.format(
-        name=name, entrypoint=json.dumps(entrypoint), mode=mode, backoff=backoff, extra=extra
-    )
+    return rayjob(name, entrypoint=entrypoint, mode=mode, spec={"backoffLimit": backoff, **spec})
 
 
 def _is_submitter(pod: Manifest) -> bool:

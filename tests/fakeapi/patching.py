@@ -9,6 +9,7 @@ mutated; every function returns a new value. It must not know about storage or H
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tests.fakeapi.jsontree import clone
@@ -205,7 +206,9 @@ def _list_key(field: str, items: list[Any]) -> str | None:
     return _MERGE_KEYS.get(field)
 
 
-def _merge_keyed_list(field: str, target: list[Any], patch: list[Any]) -> list[Any]:
+def _merge_keyed_list(
+    field: str, target: list[Any], patch: list[Any], order: list[Any] | None = None
+) -> list[Any]:
     key = _list_key(field, [*target, *patch])
     if key is None:
         return [_strip_directives(item) for item in patch]
@@ -231,7 +234,53 @@ def _merge_keyed_list(field: str, target: list[Any], patch: list[Any]) -> list[A
             result[positions[0]] = strategic_merge_patch(result[positions[0]], item)
         else:
             result.append(_strip_directives(item))
-    return result
+    return _element_order(result, order or patch, target, lambda item: _identity(item, key))
+
+
+def _identity(item: Any, key: str | None) -> str:
+    """What identifies a list item for ordering: its merge key's value, or the item."""
+    if key is not None and isinstance(item, dict) and key in item:
+        return json.dumps(item[key], sort_keys=True)
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def _element_order(
+    merged: list[Any], patch: list[Any], original: list[Any], ident: Callable[[Any], str]
+) -> list[Any]:
+    """Order a merged list as the real server does (`patch`: its list or `$setElementOrder`).
+
+    The items the patch names go in the patch's order, the others in the original order,
+    and the two run together by their original positions: an item new to the list goes
+    before every original item not yet placed (apimachinery's `normalizeElementOrder`). So
+    a patch of only new items puts them first, and one that names an original item
+    followed by a new one puts the new one after it.
+    """
+    named = [ident(item) for item in patch]
+    in_patch = sorted(
+        (item for item in merged if ident(item) in named), key=lambda item: named.index(ident(item))
+    )
+    server_only = [item for item in merged if ident(item) not in named]
+    position: dict[str, int] = {}
+    for index, item in enumerate(original):
+        position.setdefault(ident(item), index)
+    ordered: list[Any] = []
+    left, right = 0, 0
+    while left < len(server_only) or right < len(in_patch):
+        if right >= len(in_patch):
+            ordered.append(server_only[left])
+            left += 1
+        elif left >= len(server_only):
+            ordered.append(in_patch[right])
+            right += 1
+        else:
+            a, b = position.get(ident(server_only[left])), position.get(ident(in_patch[right]))
+            if a is not None and b is not None and a < b:
+                ordered.append(server_only[left])
+                left += 1
+            else:
+                ordered.append(in_patch[right])
+                right += 1
+    return ordered
 
 
 def _strip_directives(value: Any) -> Any:
@@ -252,8 +301,9 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     Maps merge and `null` deletes; the well-known keyed lists (containers, env, ports,
     volumes, volumeMounts, conditions, schedulingGates, ...) merge by key, with
     `$patch: delete` removing an item and `$patch: replace` replacing the list;
-    `finalizers` merge as a set, with `$deleteFromPrimitiveList/finalizers`;
-    `$retainKeys` and `$setElementOrder` are accepted and ignored; other lists replace.
+    `finalizers` merge as a set, with `$deleteFromPrimitiveList/finalizers`; merged lists
+    keep the real server's element order (`_element_order`, `$setElementOrder` honoured);
+    `$retainKeys` is accepted and ignored; other lists replace.
     """
     if not isinstance(patch, dict):
         return clone(patch)
@@ -281,10 +331,15 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         elif isinstance(value, list):
             current = result.get(key)
             existing: list[Any] = current if isinstance(current, list) else []
+            given = patch.get(f"$setElementOrder/{key}")
+            order = given if isinstance(given, list) else None
             if key in _MERGE_SCALARS:
-                result[key] = [*existing, *[v for v in value if v not in existing]]
+                merged_set = [*existing, *[v for v in value if v not in existing]]
+                result[key] = _element_order(
+                    merged_set, order or value, existing, lambda item: _identity(item, None)
+                )
             else:
-                result[key] = _merge_keyed_list(key, existing, value)
+                result[key] = _merge_keyed_list(key, existing, value, order)
         else:
             result[key] = _strip_directives(value)
     return result

@@ -65,6 +65,10 @@ _SERVER_FIELDS = (
 )
 _KIND_ORDER = {kind: i for i, kind in enumerate(KINDS)}
 _BOOT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# What kube-controller-manager's root-ca-cert-publisher puts in every namespace (the fake
+# has no CA, so the bundle is a placeholder).
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+_ROOT_CA_DATA = {"ca.crt": "-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,7 +546,19 @@ class Store:
                 return obj
             created = clone(self._commit(kind, obj, None))
             self._collect_orphan(kind, obj)
+            if kind.kind == "Namespace" and not kind.group:
+                self._publish_root_ca(meta["name"])
             return created
+
+    def _publish_root_ca(self, namespace: str) -> None:
+        """The `kube-root-ca.crt` ConfigMap every real namespace gets from its controller."""
+        body = {"metadata": {"name": ROOT_CA_CONFIGMAP}, "data": dict(_ROOT_CA_DATA)}
+        self.create(
+            kind_for_type("v1", "ConfigMap"),
+            namespace,
+            body,
+            field_manager="kube-controller-manager",
+        )
 
     def _collect_orphan(self, kind: Kind, obj: Manifest) -> None:
         """Like the real garbage collector (later, there): an object all of whose owners are

@@ -76,18 +76,20 @@ def test_strategic_merge_merges_keyed_lists_and_honours_directives():
         "metadata": {"finalizers": ["f2"]},
     }
     result = patching.strategic_merge_patch(target, patch)
+    # The real server's order: $setElementOrder for the containers; without it, an item
+    # new to the list (env Y, finalizer f2) goes before the original ones.
     assert result["spec"]["containers"] == [
         {
             "name": "a",
             "image": "a:1",
-            "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}],
+            "env": [{"name": "Y", "value": "2"}, {"name": "X", "value": "1"}],
         },
         {"name": "b", "image": "b:1"},
         {"name": "c", "image": "c:1"},
     ]
     assert result["spec"]["schedulingGates"] == [{"name": "g2"}]
     assert result["spec"]["tolerations"] == [{"key": "t2"}]
-    assert result["metadata"]["finalizers"] == ["f1", "f2"]
+    assert result["metadata"]["finalizers"] == ["f2", "f1"]
 
 
 def test_strategic_merge_keys_ports_by_container_port_or_port():
@@ -97,7 +99,7 @@ def test_strategic_merge_keys_ports_by_container_port_or_port():
     ) == {"ports": [{"containerPort": 80, "name": "web"}]}
     svc = {"ports": [{"port": 80, "name": "http"}]}
     assert patching.strategic_merge_patch(svc, {"ports": [{"port": 81, "name": "b"}]}) == {
-        "ports": [{"port": 80, "name": "http"}, {"port": 81, "name": "b"}]
+        "ports": [{"port": 81, "name": "b"}, {"port": 80, "name": "http"}]
     }
 
 
@@ -143,3 +145,18 @@ def test_field_selector_rejects_unsupported_fields():
         parse_field_selector("spec.containers=x", pods)
     assert caught.value.code == 400
     assert "field label not supported" in caught.value.message
+
+
+def test_strategic_merge_orders_items_as_the_real_server_does():
+    # Each case measured on kube-apiserver v1.37.2 (tests/realapi): Service ports merge by
+    # `port`; the patch's items go in its order, merged with the others by original position.
+    target = {"ports": [{"port": 80, "name": "http"}, {"port": 90, "name": "grpc"}]}
+
+    def order(*ports: tuple[int, str]) -> list[str]:
+        patch = {"ports": [{"port": p, "name": n} for p, n in ports]}
+        return [p["name"] for p in patching.strategic_merge_patch(target, patch)["ports"]]
+
+    assert order((90, "grpc2")) == ["http", "grpc2"]
+    assert order((90, "grpc2"), (100, "new")) == ["http", "grpc2", "new"]
+    assert order((90, "grpc"), (80, "http")) == ["grpc", "http"]
+    assert order((1, "z"), (2, "y")) == ["z", "y", "http", "grpc"]

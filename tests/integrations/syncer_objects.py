@@ -72,7 +72,7 @@ def run_rayjob(
     )
     syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
     controllers = Controllers(kube_api.api_client, namespace=ns)
-    objects = render(job_loop.JOB.format(mode=mode, backoff=backoff), ns)
+    objects = render(job_loop.demo_job(mode=mode, backoff=backoff), ns)
     intent = json.loads(
         next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")["data"][
             "intent.json"

@@ -353,7 +353,8 @@ class ControlPlane:
                 # A pod judged unschedulable (e.g. while the test node was not yet Ready) is
                 # retried within 15 s, not after the default 5 min.
                 "--pod-max-in-unschedulable-pods-duration=15s",
-                "--v=1",
+                # v=2: "Successfully bound pod to node" and unschedulable reasons, per pod.
+                "--v=2",
             ],
         )
         self._wait_healthy(kcm, f"https://127.0.0.1:{kcm_port}/healthz", token=None)
@@ -365,6 +366,12 @@ class ControlPlane:
             component.stop()
         if self._etcd_dir is not None:
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
+
+    def log_lines(self, name: str, needle: str) -> list[str]:
+        """The lines of component `name`'s log that contain `needle`."""
+        component = next(c for c in self.components if c.name == name)
+        text = component.log.read_text(errors="replace") if component.log.exists() else ""
+        return [line for line in text.splitlines() if needle in line]
 
     def logs(self) -> dict[str, str]:
         """The tail of each component's log."""

@@ -130,6 +130,8 @@ class TestKubelet:
         self.runner = runner
         self.interval = interval
         self.errors: list[str] = []
+        # What it did, one timestamped line per action (read by a stalled test's diagnosis).
+        self.journal: list[str] = []
         self._processes: dict[tuple[str, str], PodProcess] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -233,7 +235,18 @@ class TestKubelet:
             for c in pod["spec"].get("containers") or []
         ]
 
-    def _mark_running(self, pod: Manifest) -> None:
+    def _note(self, pod: Manifest, what: str) -> None:
+        meta = pod["metadata"]
+        line = f"{micro_now()} {meta['namespace']}/{meta['name']} {what}"
+        with self._lock:
+            self.journal.append(line)
+
+    def journal_of(self, namespace: str) -> list[str]:
+        """The journal lines about pods of `namespace`."""
+        with self._lock:
+            return [line for line in self.journal if f" {namespace}/" in line]
+
+    def _mark_running(self, pod: Manifest) -> Manifest:
         stamp = now()
         conditions = [
             {"type": kind, "status": "True", "lastTransitionTime": stamp}
@@ -257,7 +270,7 @@ class TestKubelet:
                 pod, {"running": {"startedAt": stamp}}, True
             ),
         }
-        self.rest.patch(self._status_path(pod), {"status": status})
+        return self.rest.patch(self._status_path(pod), {"status": status})
 
     def _mark_finished(self, pod: Manifest, code: int) -> None:
         stamp = now()
@@ -313,6 +326,7 @@ class TestKubelet:
         key = (meta["namespace"], meta["name"])
         phase = (pod.get("status") or {}).get("phase", "Pending")
         if meta.get("deletionTimestamp"):
+            self._note(pod, "finishing its deletion")
             with self._lock:
                 process = self._processes.pop(key, None)
             if process is not None:
@@ -337,7 +351,10 @@ class TestKubelet:
             return
         if phase == "Pending":
             self._start_process(pod)
-            self._mark_running(pod)
+            answer = self._mark_running(pod)
+            self._note(
+                pod, f"marked Running rv={(answer.get('metadata') or {}).get('resourceVersion')}"
+            )
             return
         with self._lock:
             process = self._processes.get(key)
@@ -346,6 +363,7 @@ class TestKubelet:
             with self._lock:
                 self._processes.pop(key, None)
             self._mark_finished(pod, code)
+            self._note(pod, f"finished exit={code}")
 
     def step(self) -> None:
         """One pass: the Lease when due, then every pod bound to this node."""
@@ -380,6 +398,11 @@ class TestKubelet:
         self._thread = threading.Thread(target=run, name="test-kubelet", daemon=True)
         self._thread.start()
         return self
+
+    @property
+    def alive(self) -> bool:
+        """Whether its thread still runs."""
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
         """End the thread and every process it started."""

@@ -4,13 +4,17 @@
 daemon's own entry (`syncer.cli.serve`, what `kuberay-syncer` runs) with one change: there
 is no cluster DNS, so every intent's dashboard URL goes to `URL`. `SyncerProcess` starts it
 in its own session, waits for its health endpoint and stops it by PID. Only the CLI entry
-and the dashboard client are imported, so the syncer's internal layout may change freely.
+and the dashboard client are imported, so the syncer's internal layout may change freely;
+the one exception is the opt-in trace (`REALAPI_SYNCER_TRACE=1`: every watch event,
+relist and RayJob pass's pod view in the log), which wraps three internals by name. SIGUSR1
+logs every thread's stack (`SyncerProcess.dump_threads`, which a stalled test calls).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import os
 import re
@@ -38,6 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--identity", required=True)
     args = parser.parse_args(argv)
+    # SIGUSR1 logs every thread's stack (`SyncerProcess.dump_threads`, for a stalled test).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if os.environ.get("REALAPI_SYNCER_TRACE"):
+        _trace()
     shared = HttpDashboard(args.dashboard_url, timeout=10.0)
     serve(
         args.config,
@@ -47,6 +55,74 @@ def main(argv: list[str] | None = None) -> None:
         False,
         dashboards=lambda url: shared,
     )
+
+
+def _trace() -> None:
+    """Log every watch event, relist and RayJob pass's pod view (REALAPI_SYNCER_TRACE=1)."""
+    import logging
+
+    from syncer.kube.client import KubeClient
+    from syncer.kube.informer import Informer
+    from syncer.rayjob.reconciler import RayJobReconciler
+
+    log = logging.getLogger("realapi.trace")
+    watch, relist, observe = KubeClient.watch, Informer.relist, RayJobReconciler.observe
+
+    def traced_watch(self: Any, resource: Any, namespace: Any, **kw: Any) -> Any:
+        log.warning(
+            "trace watch-open %s ns=%s rv=%s",
+            resource.plural,
+            namespace,
+            kw.get("resource_version"),
+        )
+        count = 0
+        try:
+            for event in watch(self, resource, namespace, **kw):
+                count += 1
+                meta = event.object.get("metadata") or {}
+                status = event.object.get("status") or {}
+                ready = [
+                    c.get("status")
+                    for c in status.get("conditions") or []
+                    if c.get("type") == "Ready"
+                ]
+                log.warning(
+                    "trace event %s %s %s/%s rv=%s phase=%s ready=%s",
+                    resource.plural,
+                    event.type,
+                    meta.get("namespace"),
+                    meta.get("name"),
+                    meta.get("resourceVersion"),
+                    status.get("phase"),
+                    ready,
+                )
+                yield event
+        finally:
+            log.warning("trace watch-end %s ns=%s events=%d", resource.plural, namespace, count)
+
+    def traced_relist(self: Any) -> None:
+        relist(self)
+        log.warning(
+            "trace relist %s ns=%s rv=%s n=%d",
+            self.resource.plural,
+            self.namespace,
+            self.resource_version,
+            len(self._cache),
+        )
+
+    def traced_observe(self: Any, intent: Any, record: Any, **kw: Any) -> Any:
+        found = observe(self, intent, record, **kw)
+        log.warning(
+            "trace observe %s/%s pods=%s",
+            intent.namespace,
+            intent.cluster_name,
+            [(p.name, p.phase, p.ready) for p in found.pods],
+        )
+        return found
+
+    KubeClient.watch = traced_watch  # type: ignore[method-assign]
+    Informer.relist = traced_relist  # type: ignore[method-assign]
+    RayJobReconciler.observe = traced_observe  # type: ignore[method-assign]
 
 
 @dataclass
@@ -141,6 +217,12 @@ class SyncerProcess:
             if not self.alive() or time.monotonic() > deadline:
                 raise AssertionError(f"the syncer is not ready:\n{self.log_text()[-4000:]}")
             time.sleep(0.1)
+
+    def dump_threads(self) -> None:
+        """Ask the daemon to log every thread's stack (its SIGUSR1 handler)."""
+        if self.alive():
+            os.kill(self.process.pid, signal.SIGUSR1)
+            time.sleep(1.0)
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL if it does not end in 15 s."""

@@ -352,10 +352,6 @@ def test_a_deleted_namespace_stays_terminating_while_an_object_is_held(pair: Pai
 # ---- found by running tests/fakeapi/test_server.py with KUBECONFIG at the real server ---
 
 
-@known_difference(
-    "fake: a strategic merge of a keyed list appends the patch's new items "
-    "(real: they come first, e.g. Service ports [metrics, http])",
-)
 def test_strategic_merge_order_of_new_keyed_list_items(pair: Pair) -> None:
     service = {
         "apiVersion": "v1",
@@ -377,10 +373,6 @@ def test_strategic_merge_order_of_new_keyed_list_items(pair: Pair) -> None:
     same(fake, real, "port order after the strategic merge")
 
 
-@known_difference(
-    "fake: a new namespace has no ConfigMaps (real: the root-ca-cert-publisher controller "
-    "puts kube-root-ca.crt in every namespace, so 'list is empty' never holds)",
-)
 def test_every_namespace_gets_the_kube_root_ca_configmap(pair: Pair, real: Real) -> None:
     def names(rest: Rest) -> list[str]:
         return sorted(c["metadata"]["name"] for c in rest.list("v1", "ConfigMap", pair.namespace))

@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 
+from renderer.naming import RUN_ANNOTATION
 from tests.e2e.rayhead import RayHead
+from tests.manifests import rayjob
 from tests.realapi.conftest import Real, SubmitterRunner
 from tests.realapi.gitops import GITOPS_MANAGER, apply_all, render, syncer_manifests
 from tests.realapi.rest import Manifest, Rest, RestError
@@ -36,48 +38,19 @@ _SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.
 _FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
 _JOB_TIMEOUT_S = float(os.environ.get("REALAPI_JOB_TIMEOUT_S", "180"))
 
-JOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: {name}
-spec:
-  entrypoint: {entrypoint}
-  submissionMode: {mode}
-{extra}
-  rayClusterSpec:
-    rayVersion: "2.52.0"
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
 
+def job_manifest(
+    name: str, entrypoint: str, *, run: str, mode: str = "K8sJobMode", **spec: object
+) -> str:
+    """The shared test RayJob, in a run of its own (`kuberay.io/run`: the test's namespace).
 
-def job_manifest(name: str, entrypoint: str, *, mode: str = "K8sJobMode", **spec: object) -> str:
-    extra = "\n".join(f"  {key}: {json.dumps(value)}" for key, value in spec.items())
-    return JOB.format(name=name, entrypoint=json.dumps(entrypoint), mode=mode, extra=extra)
-
-
-# Quarantined, not dropped: twice in about ten runs a job stayed Initializing for 180 s with
-# its worker pod not Ready (once in the first test, once in the last; kubelet errors none, the
-# syncer's log quiet). The cause is not found yet (candidates: the scheduler parking the
-# pod in its unschedulable queue, now capped at 15 s by the control plane's flags, or a
-# stalled pod watch in the syncer). These still run and pass as XPASS; a stall is reported
-# as XFAIL instead of failing CI. Open in issue 10.
-_MAY_STALL = pytest.mark.xfail(
-    strict=False, reason="a RayJob may stay Initializing on the real API (cause not found)"
-)
+    Every test session shares one Ray head, and a RayJob's submission ID depends only on
+    its name, spec and run: without a run of its own, a second test (or a repeated one)
+    with the same name and spec would meet the first one's finished Ray job.
+    """
+    return rayjob(
+        name, entrypoint=entrypoint, mode=mode, annotations={RUN_ANNOTATION: run}, spec=spec
+    )
 
 
 def wait_until(probe: Callable[[], Any], what: str, timeout: float = _JOB_TIMEOUT_S) -> Any:
@@ -97,6 +70,7 @@ class Rig:
     syncer: SyncerProcess
     sa_rest: Rest
     system_namespace: str
+    head: RayHead | None = None
 
     @property
     def rest(self) -> Rest:
@@ -144,16 +118,25 @@ class Rig:
         lines = []
         for pod in self.rest.list("v1", "Pod", self.namespace):
             meta, status = pod["metadata"], pod.get("status") or {}
+            ready = _condition(pod, "Ready") or {}
             lines.append(
                 f"pod {meta['name']}: node={pod['spec'].get('nodeName')} "
-                f"gates={_gates(pod)} phase={status.get('phase')} "
+                f"gates={_gates(pod)} phase={status.get('phase')} ready={ready.get('status')} "
+                f"rv={meta.get('resourceVersion')} "
                 f"annotations={sorted(meta.get('annotations') or {})}"
             )
             output = self.real.kubelet.log_of(self.namespace, meta["name"])
             if output:
                 lines.append(f"  output: {output[-1500:]}")
-        lines.append(f"kubelet errors: {self.real.kubelet.errors[-5:]}")
-        lines.append(f"syncer log:\n{self.syncer.log_text()[-3000:]}")
+        kubelet = self.real.kubelet
+        if self.head is not None:
+            lines.append(f"ray head {self.head.dashboard_url} alive={self.head.alive}")
+        lines.append(f"kubelet alive={kubelet.alive} errors: {kubelet.errors[-5:]}")
+        lines.append("kubelet journal:\n  " + "\n  ".join(kubelet.journal_of(self.namespace)))
+        scheduler = self.real.plane.log_lines("kube-scheduler", self.namespace)
+        lines.append("scheduler log:\n  " + "\n  ".join(scheduler[-30:]))
+        self.syncer.dump_threads()
+        lines.append(f"syncer log:\n{self.syncer.log_text()[-6000:]}")
         return "\n".join(lines)
 
     def forbidden(self) -> list[str]:
@@ -256,7 +239,7 @@ def rig(
     )
     try:
         syncer.wait_ready()
-        yield Rig(real, syncer, sa_rest, system)
+        yield Rig(real, syncer, sa_rest, system, ray_head)
     finally:
         syncer.stop()
         submitters.rewrites.pop(real.namespace, None)
@@ -274,7 +257,6 @@ def _condition(pod: Manifest, kind: str) -> Manifest | None:
     return None
 
 
-@_MAY_STALL
 def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_succeeds(
     rig: Rig,
 ) -> None:
@@ -282,6 +264,7 @@ def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_su
         job_manifest(
             "rj-ok",
             "python -c \"print('hello from the real API')\"",
+            run=rig.namespace,
             shutdownAfterJobFinishes=True,
             ttlSecondsAfterFinished=1,
         )
@@ -350,10 +333,11 @@ def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_su
     assert rig.forbidden() == []
 
 
-@_MAY_STALL
 def test_httpmode_job_is_submitted_by_the_syncer_itself(rig: Rig) -> None:
     objects = rig.render(
-        job_manifest("rj-http", "python -c \"print('over http')\"", mode="HTTPMode")
+        job_manifest(
+            "rj-http", "python -c \"print('over http')\"", run=rig.namespace, mode="HTTPMode"
+        )
     )
     assert not [o for o in objects if o["kind"] == "Job"]
     rig.apply(objects)
@@ -362,12 +346,12 @@ def test_httpmode_job_is_submitted_by_the_syncer_itself(rig: Rig) -> None:
     assert rig.forbidden() == []
 
 
-@_MAY_STALL
 def test_gitops_reapply_after_the_syncer_wrote_does_not_conflict_or_flap(rig: Rig) -> None:
     objects = rig.render(
         job_manifest(
             "rj-own",
             "python -c \"print('ownership')\"",
+            run=rig.namespace,
             shutdownAfterJobFinishes=True,
             ttlSecondsAfterFinished=0,
         )
@@ -453,12 +437,12 @@ def test_the_rendered_role_grants_the_syncer_no_more_than_it_needs(rig: Rig) -> 
         rig.sa_rest.list("v1", "Secret", ns)
 
 
-@_MAY_STALL
 def test_active_deadline_fails_the_job_and_stops_it_on_ray(rig: Rig) -> None:
     objects = rig.render(
         job_manifest(
             "rj-late",
             'python -c "import time; time.sleep(300)"',
+            run=rig.namespace,
             mode="HTTPMode",
             activeDeadlineSeconds=6,
         )
@@ -469,7 +453,6 @@ def test_active_deadline_fails_the_job_and_stops_it_on_ray(rig: Rig) -> None:
     assert rig.forbidden() == []
 
 
-@_MAY_STALL
 def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
     real: Real, ray_head: RayHead, submitters: SubmitterRunner, crds: list[str], tmp_path: Path
 ) -> None:
@@ -489,11 +472,12 @@ def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
     )
     try:
         syncer.wait_ready()
-        rig = Rig(real, syncer, Rest(real.plane.server, token, ca=real.plane.ca), system)
+        rig = Rig(real, syncer, Rest(real.plane.server, token, ca=real.plane.ca), system, ray_head)
         objects = rig.render(
             job_manifest(
                 "rj-ttl",
                 "python -c \"print('ttl')\"",
+                run=real.namespace,
                 mode="HTTPMode",
                 shutdownAfterJobFinishes=True,
                 ttlSecondsAfterFinished=0,

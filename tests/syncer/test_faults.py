@@ -43,38 +43,13 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.faults import AuditRecord
 from tests.fakeapi.fixtures import KubeApi
 from tests.fakeapi.server import FakeApiServer
+from tests.manifests import rayjob
 from tests.syncer.daemon import Daemon
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 
 Manifest = dict[str, Any]
 
-JOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: {name}
-spec:
-  entrypoint: {entrypoint}
-  submissionMode: {mode}
-{extra}
-  rayClusterSpec:
-    rayVersion: "2.52.0"
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
 # The order a RayJob's deployment status moves through on its way to an end.
 _ORDER = ("Initializing", "Running", "Complete", "Failed")
 
@@ -87,8 +62,7 @@ def job_manifest(
     spec: dict[str, object] | None = None,
 ) -> str:
     """A RayJob with one worker; `spec` adds top-level spec fields (JSON-encoded values)."""
-    extra = "\n".join(f"  {key}: {json.dumps(value)}" for key, value in (spec or {}).items())
-    return JOB.format(name=name, mode=mode, entrypoint=json.dumps(entrypoint), extra=extra)
+    return rayjob(name, entrypoint=entrypoint, mode=mode, spec=spec)
 
 
 def status_of(kube: KubeClient, namespace: str, name: str) -> Manifest:

@@ -24,36 +24,13 @@ from syncer.kube.client import CONFIGMAPS, JSON_PATCH, PODS, KubeClient
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
+from tests.manifests import rayjob
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 
 Manifest = dict[str, Any]
 
-JOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: queued
-spec:
-  entrypoint: python -c "print(1)"
-  shutdownAfterJobFinishes: true
-  rayClusterSpec:
-    rayVersion: "2.52.0"
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
+JOB = rayjob("queued", shutdownAfterJobFinishes=True)
 
 
 def _kueue_webhook(obj: Manifest) -> None:

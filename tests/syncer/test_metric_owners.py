@@ -133,7 +133,7 @@ def test_a_rayjob_run_writes_the_job_families_and_the_pass_timing(
     families += ["kuberay_syncer_reconcile_seconds", "kuberay_syncer_build_info"]
     clear(families)
     assert all(samples(family) == [] for family in families)
-    apply(rig.kube, render(rayjob_rig_parts.JOB.format(mode="HTTPMode", backoff=0), ns), ns)
+    apply(rig.kube, render(rayjob_rig_parts.demo_job(mode="HTTPMode"), ns), ns)
     rig.controllers.start(interval=0.05)
     rig.syncer.start()
     wait_until(lambda: rig.status().get("jobDeploymentStatus") == "Complete", what="Complete")

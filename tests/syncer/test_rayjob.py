@@ -37,6 +37,7 @@ from syncer.rayjob.machine import (
     decide,
     needs_dashboard,
 )
+from tests.manifests import rayjob
 from tests.syncer.harness import render
 
 Manifest = dict[str, Any]
@@ -1559,36 +1560,10 @@ def test_needs_dashboard_only_for_a_ready_initializing_or_a_running_job() -> Non
 
 # --- the real renderer's intent -----------------------------------------------------------------
 
-RAYJOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: demo
-spec:
-  entrypoint: python -c "print(1)"
-  submissionMode: {mode}
-  shutdownAfterJobFinishes: true
-  rayClusterSpec:
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 2
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
-
 
 @pytest.mark.parametrize("mode", [K8S, HTTP])
 def test_a_rendered_rayjob_runs_to_completion_and_shuts_its_cluster_down(mode: str) -> None:
-    objects = render(RAYJOB.format(mode=mode), "team")
+    objects = render(rayjob("demo", mode=mode, workers=2, shutdownAfterJobFinishes=True), "team")
     config_map = next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")
     intent = parse_job_intent(config_map)
     pods = tuple(

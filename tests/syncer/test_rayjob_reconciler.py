@@ -21,39 +21,22 @@ from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
+from tests.manifests import rayjob
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 
 Manifest = dict[str, Any]
 
-JOB = """
-apiVersion: ray.io/v1
-kind: RayJob
-metadata:
-  name: demo
-spec:
-  entrypoint: python -c "print(1)"
-  shutdownAfterJobFinishes: true
-  ttlSecondsAfterFinished: 0
-  backoffLimit: {backoff}
-  submissionMode: {mode}
-  rayClusterSpec:
-    rayVersion: "2.52.0"
-    headGroupSpec:
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-"""
+
+def demo_job(*, mode: str, backoff: int = 0) -> str:
+    """RayJob `demo`: one worker, its cluster shut down (TTL 0) when the job ends."""
+    return rayjob(
+        "demo",
+        mode=mode,
+        shutdownAfterJobFinishes=True,
+        ttlSecondsAfterFinished=0,
+        backoffLimit=backoff,
+    )
 
 
 @dataclass
@@ -131,7 +114,7 @@ def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
 
 
 def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
-    objects = render(JOB.format(mode="K8sJobMode", backoff=0), rig.namespace)
+    objects = render(demo_job(mode="K8sJobMode"), rig.namespace)
     apply(rig.kube, objects, rig.namespace)
     rig.controllers.start(interval=0.05)
     rig.syncer.start()
@@ -167,7 +150,7 @@ def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
 
 
 def test_http_mode_submits_once_and_retries_with_a_new_submission_id(rig: Rig) -> None:
-    objects = render(JOB.format(mode="HTTPMode", backoff=1), rig.namespace)
+    objects = render(demo_job(mode="HTTPMode", backoff=1), rig.namespace)
     apply(rig.kube, objects, rig.namespace)
     intent = json.loads(
         next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")["data"][

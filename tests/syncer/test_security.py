@@ -29,7 +29,7 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
-from tests.syncer.test_rayjob_reconciler import JOB, Rig, play_submitter
+from tests.syncer.test_rayjob_reconciler import Rig, demo_job, play_submitter
 
 Manifest = dict[str, Any]
 
@@ -151,11 +151,11 @@ def test_forged_intents_write_nothing_elsewhere_and_dial_nothing(
     servers.append(server)
     loopback = f"http://127.0.0.1:{server.server_address[1]}"
     # The victim: a cluster in namespace B (its pods, no intent of its own in B).
-    victim = render(JOB.format(mode="HTTPMode", backoff=0), other)
+    victim = render(demo_job(mode="HTTPMode"), other)
     apply(rig.kube, [o for o in victim if o["kind"] == "Pod"], other)
     _, victim_intent = _intent(victim)
     # The ordinary job in A.
-    ordinary = render(JOB.format(mode="K8sJobMode", backoff=0), rig.namespace)
+    ordinary = render(demo_job(mode="K8sJobMode"), rig.namespace)
     apply(rig.kube, ordinary, rig.namespace)
     template, _ = _intent(ordinary)
     # C1: B's payload, claiming namespace B, stop at once; also under a mismatched CM name.

@@ -37,6 +37,7 @@ from syncer.logs import setup_logging
 from syncer.ray.dashboard import HttpDashboard
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
+from syncer.raycluster import reconciler as raycluster_reconciler
 from syncer.rayjob import machine as rayjob_machine
 from syncer.rayjob import reconciler as rayjob_reconciler
 from syncer.rayjob import views as rayjob_views
@@ -62,6 +63,7 @@ class Options:
     work_queue_limit: int = 100_000
     cluster_domain: str = "cluster.local"
     settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
+    raycluster: raycluster_reconciler.Options = field(default_factory=raycluster_reconciler.Options)
 
     def for_engine(self) -> engine.Options:
         """The engine's share."""
@@ -132,8 +134,12 @@ class Syncer:
             service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
             cluster_domain=options.cluster_domain,
         )
+        self.raycluster = raycluster_reconciler.RayClusterReconciler(
+            self.engine, self.pods, options.raycluster
+        )
         self.engine.register(self.rayjob)
         self.engine.register(self.rayservice)
+        self.engine.register(self.raycluster)
 
     def reconfigure(self, options: Options) -> None:
         """Apply a reloaded config: each part swaps in its new share (no field is mutated)."""

@@ -16,7 +16,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -30,6 +30,10 @@ from syncer.kube.informer import Informer
 from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
+# A reconciler whose keys come from no intent (the RayCluster's, from head Pods) appends
+# (kind, keys) to `Engine.key_sources`; `keys()` gives (namespace, name) pairs, queued with
+# the intents' on start and leadership, and by the resync.
+KeySource = tuple[str, Callable[[], Iterable[tuple[str, str]]]]
 _LOG = logging.getLogger(__name__)
 
 # A pod or Job event waits this long before its pass, so the events of one change (the
@@ -97,6 +101,7 @@ class Engine:
         self._events = 0
         self._jitter = random.Random()
         self._reconcilers: dict[str, Reconciler] = {}
+        self.key_sources: list[KeySource] = []  # keys from no intent (see `KeySource`)
         self._caches: list[Cache] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -294,8 +299,8 @@ class Engine:
 
     def enqueue_all(self) -> None:
         """Queue every known key now (start, leadership gained; see `resync`)."""
-        for cm in self.intents.items():
-            self._on_intent("RESYNC", cm)
+        for kind, namespace, name in known_keys(self):
+            self.enqueue(kind, namespace, name)
 
     def resync(self) -> int:
         """The periodic look at every known key, for what a watch could have missed.
@@ -308,11 +313,10 @@ class Engine:
         period = self.options.idle_resync_s
         spread = min(period / 10, 30.0)
         queued = 0
-        for cm in self.intents.items():
-            kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+        for key in known_keys(self):
+            kind, _, name = key
             if not name or kind not in self._reconcilers:
                 continue
-            key: Key = (kind, meta.namespace(cm), name)
             pending = self.queue.pending_timer(key)
             if pending is not None and pending <= period:
                 continue
@@ -370,3 +374,13 @@ class Engine:
         if self.start(stop):
             stop.wait()
         self.stop()
+
+
+def known_keys(engine: Engine) -> Iterator[Key]:
+    """Every key the engine knows: one per intent, then those of `engine.key_sources`."""
+    for cm in engine.intents.items():
+        kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+        yield (kind, meta.namespace(cm), name)
+    for kind, keys in engine.key_sources:
+        for namespace, name in keys():
+            yield (kind, namespace, name)

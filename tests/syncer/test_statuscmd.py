@@ -185,7 +185,19 @@ def test_status_lists_clusters_like_kubectl_get_raycluster(kube_api: KubeApi) ->
     assert [line.split()[1] for line in jobs.splitlines()[1:]] == ["train"]
     header, *rows = clusters.splitlines()
     assert header.split() == (
-        "NAMESPACE NAME DESIRED WORKERS AVAILABLE WORKERS CPUS MEMORY GPUS STATUS AGE".split()
+        [
+            "NAMESPACE",
+            "NAME",
+            "DESIRED",
+            "WORKERS",
+            "AVAILABLE",
+            "WORKERS",
+            "CPUS",
+            "MEMORY",
+            "GPUS",
+            "STATUS",
+            "AGE",
+        ]
     )
     (only,) = rows
     cells = only.split()

@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from renderer import naming
+from schemas import cluster as contract
 from syncer import metrics, status
 from syncer.engine import Engine, Key
 from syncer.kube import meta
 from syncer.kube.cache import Cache
-from syncer.kube.client import PODS, SERVICES, Manifest
+from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Manifest
 from syncer.kube.timestamps import format_time
+from syncer.raycluster import cleanup, views
 from syncer.raycluster import record as cluster_record
 from syncer.raycluster import status as cluster_status
-from syncer.raycluster import views
+from syncer.raycluster.cleanup import RedisCleanup
 from syncer.raycluster.healing import Backoff, Healer
 from syncer.raycluster.report import Reporter
 
@@ -63,7 +65,8 @@ def cluster_of(obj: Manifest) -> list[tuple[str, str]]:
 
 def _member(pod: Manifest, namespace: str, cluster: str) -> bool:
     return (
-        meta.namespace(pod) == namespace
+        meta.label(pod, naming.RAY_NODE_TYPE) in ("head", "worker")
+        and meta.namespace(pod) == namespace
         and meta.label(pod, naming.RAY_CLUSTER) == cluster
         and meta.is_rendered(pod)
     )
@@ -86,6 +89,16 @@ class RayClusterReconciler:
             project=views.cached_service,
         )
         self.services.add_index(_SERVICES_INDEX, views.head_service_of)
+        self.anchors = Cache.watching(
+            engine.kube,
+            CONFIGMAPS,
+            engine.options.namespaces,
+            label_selector=f"{engine.options.label_selector},"
+            f"{naming.ROLE}={contract.ROLE_REDIS_CLEANUP}",
+            project=_slim_anchor,
+        )
+        self.anchors.add_handler(self._on_anchor)
+        self.cleanup = RedisCleanup(engine.kube, self.anchors, engine.clock)
         pods.add_index(_PODS_INDEX, cluster_of)
         pods.add_handler(self._on_change)
         self.services.add_handler(self._on_change)
@@ -104,8 +117,8 @@ class RayClusterReconciler:
         self.report = Reporter(engine.kube, clock=engine.clock, monotonic=engine.monotonic)
 
     def caches(self) -> Sequence[Cache]:
-        """The pod cache (shared) and the head Service cache."""
-        return [self.pods, self.services]
+        """The pod cache (shared), the head Service and the Redis cleanup anchor caches."""
+        return [self.pods, self.services, self.anchors]
 
     def reconfigure(self, options: Options) -> None:
         """Swap in new options."""
@@ -115,13 +128,18 @@ class RayClusterReconciler:
         for namespace, cluster in cluster_of(obj):
             self.engine.enqueue(KIND, namespace, cluster, batch=True)
 
+    def _on_anchor(self, event: str, obj: Manifest) -> None:
+        for namespace, cluster in cleanup.anchor_of(obj):
+            self.engine.enqueue(KIND, namespace, cluster)
+
     def keys(self) -> Iterable[tuple[str, str]]:
-        """Every cluster with a cached head Pod (for start, leadership and the resync)."""
+        """Every cluster with a cached head Pod or anchor (start, leadership, resync)."""
         found = {
             (meta.namespace(p), meta.label(p, naming.RAY_CLUSTER))
             for p in self.pods.items()
             if meta.label(p, naming.RAY_NODE_TYPE) == "head" and meta.label(p, naming.RAY_CLUSTER)
         }
+        found.update(key for cm in self.anchors.items() for key in cleanup.anchor_of(cm))
         return sorted(found)
 
     # --- one cluster ---------------------------------------------------------------------
@@ -133,9 +151,12 @@ class RayClusterReconciler:
             p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
         ]
         heads = [p for p in members if meta.label(p, naming.RAY_NODE_TYPE) == "head"]
+        anchor = self.cleanup.pending(ns, cluster)
+        cleaning = self.cleanup.step(anchor, cluster, len(heads)) if anchor else None
         if not heads:
-            self._forget(key)
-            return None
+            if anchor is None:
+                self._forget(key)
+            return cleaning
         if len(heads) > 1:
             # KubeRay writes nothing then; a template change prunes the old head soon.
             _LOG.info(
@@ -169,7 +190,7 @@ class RayClusterReconciler:
             )
             return None
         held = self._pass(key, head, shape, members, current, error)
-        return min(t for t in (wake, held, self.options.resync_s) if t is not None)
+        return min(t for t in (wake, held, cleaning, self.options.resync_s) if t is not None)
 
     def _pass(
         self,
@@ -274,6 +295,25 @@ class RayClusterReconciler:
             self._written.pop(key, None)
         self.report.forget(key)
         self.engine.forget(key)
+
+
+_ANCHOR_META: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "finalizers",
+    "deletionTimestamp",
+)
+
+
+def _slim_anchor(cm: Manifest) -> Manifest:
+    return status.slim_configmap(
+        cm,
+        keep=_ANCHOR_META,
+    )
 
 
 def _document(value: Manifest) -> Manifest:

@@ -30,7 +30,7 @@ WATCH_RULES = {
     ("", "persistentvolumeclaims"): ["delete", "list"],
     ("", "events"): ["create", "patch"],
     ("events.k8s.io", "events"): ["create", "patch"],
-    ("batch", "jobs"): ["delete", "get", "list", "patch", "watch"],
+    ("batch", "jobs"): ["create", "delete", "get", "list", "patch", "watch"],
     ("networking.k8s.io", "networkpolicies"): ["delete", "list"],
     ("networking.k8s.io", "ingresses"): ["delete", "list"],
     ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch"],

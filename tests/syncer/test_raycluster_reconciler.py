@@ -329,11 +329,16 @@ def test_hostile_pods_and_configmaps_make_it_write_nowhere_else(
     )
 
     def forged(
-        pod: Manifest, name: str, cluster: str, *, own_shape: bool = True, **annotations: str
+        pod: Manifest,
+        name: str,
+        cluster: str,
+        *,
+        own_shape: bool = True,
+        annotations: dict[str, str] | None = None,
     ) -> Manifest:
         meta = pod["metadata"]
         labels = {**meta["labels"], naming.RAY_CLUSTER: cluster}
-        merged = {**meta.get("annotations", {}), **annotations}
+        merged = {**meta.get("annotations", {}), **(annotations or {})}
         if own_shape and ANN_CLUSTER_SHAPE in merged and not annotations:
             shape = json.loads(merged[ANN_CLUSTER_SHAPE])
             merged[ANN_CLUSTER_SHAPE] = json.dumps({**shape, "cluster": cluster})
@@ -342,11 +347,11 @@ def test_hostile_pods_and_configmaps_make_it_write_nowhere_else(
     hostile = [
         forged(head, "evil-head", NAME),  # B's cluster name, in A: speaks for A only
         forged(worker, "evil-worker", NAME),
-        forged(head, "badshape-head", "badshape", **{ANN_CLUSTER_SHAPE: "{not json"}),
+        forged(head, "badshape-head", "badshape", annotations={ANN_CLUSTER_SHAPE: "{not json"}),
         forged(
             head, "elsewhere-head", "elsewhere", own_shape=False
         ),  # its shape names raycluster-demo
-        forged(head, "huge-head", "huge", **{ANN_CLUSTER_SHAPE: "x" * 40_000}),
+        forged(head, "huge-head", "huge", annotations={ANN_CLUSTER_SHAPE: "x" * 40_000}),
     ]
     unlabelled = forged(head, "plain-head", "plain")
     del unlabelled["metadata"]["labels"][naming.MANAGED_BY]

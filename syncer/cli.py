@@ -40,6 +40,7 @@ from syncer.kube.ratelimit import TokenBucket
 from syncer.logs import set_level, setup_logging
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
+from syncer.raycluster import reconciler as raycluster_reconciler
 from syncer.rayjob import machine as rayjob_machine
 from syncer.rayjob import reconciler as rayjob_reconciler
 from syncer.rayjob import views as rayjob_views
@@ -66,6 +67,7 @@ class Options:
     cluster_domain: str = "cluster.local"
     settings: rayjob_machine.Settings = field(default_factory=rayjob_machine.Settings)
     dashboard: dashboard_clients.Settings = field(default_factory=dashboard_clients.Settings)
+    raycluster: raycluster_reconciler.Options = field(default_factory=raycluster_reconciler.Options)
 
     def for_engine(self) -> engine.Options:
         """The engine's share."""
@@ -156,9 +158,13 @@ class Syncer:
             service_settings or rayservice_state.Settings(poll_s=min(2.0, options.poll_interval_s)),
             cluster_domain=options.cluster_domain,
         )
+        self.raycluster = raycluster_reconciler.RayClusterReconciler(
+            self.engine, self.pods, options.raycluster
+        )
         self.autoscaler = autoscaler_reconciler.AutoscalerReconciler(self.engine, self.pods)
         self.engine.register(self.rayjob)
         self.engine.register(self.rayservice)
+        self.engine.register(self.raycluster)
         self.engine.register(self.autoscaler)
 
     def enqueue_all(self) -> None:

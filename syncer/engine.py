@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -42,6 +42,10 @@ from syncer.kube.ratelimit import BASE_DELAY_S, MAX_DELAY_S, RetryPolicy
 from syncer.kube.workqueue import WorkQueue
 
 Key = tuple[str, str, str]  # (origin kind, namespace, name)
+# A reconciler whose keys come from no intent (the RayCluster's, from head Pods) appends
+# (kind, keys) to `Engine.key_sources`; `keys()` gives (namespace, name) pairs, queued with
+# the intents' on start and leadership, and by the resync.
+KeySource = tuple[str, Callable[[], Iterable[tuple[str, str]]]]
 _LOG = logging.getLogger(__name__)
 _NOT_LEADER_RETRY_S: Final = 3.0  # a pass refused by a stale lease looks again after this
 
@@ -125,6 +129,7 @@ class Engine:
         self._events = 0
         self._jitter = random.Random()
         self._reconcilers: dict[str, Reconciler] = {}
+        self.key_sources: list[KeySource] = []  # keys from no intent (see `KeySource`)
         self._caches: list[Cache] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -321,14 +326,12 @@ class Engine:
     def enqueue_all(self) -> None:
         """Queue every known key now (start, leadership gained; see `resync`).
 
-        Forgets what this process wrote (another replica may have written since), and
-        queues the oldest in flight first (by its status ConfigMap's resourceVersion; none:
-        first): ten thousand jobs wait for the dashboard budget after a restart.
+        Forgets what this process wrote (another replica may have written since); the oldest
+        in flight first: ten thousand jobs wait for the dashboard budget after a restart.
         """
         self.ledger.clear()
-        for cm in sorted(self.intents.items(), key=lambda cm: _status_version(self.statuses, cm)):
-            origin, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
-            self.enqueue(origin, meta.namespace(cm), name, force=True)
+        for kind, namespace, name in known_keys(self, oldest_first=True):
+            self.enqueue(kind, namespace, name, force=True)
 
     def resync(self) -> int:
         """The periodic look at every known key, for what a watch could have missed.
@@ -341,11 +344,10 @@ class Engine:
         period = self.options.idle_resync_s
         spread = min(period / 10, 30.0)
         queued = 0
-        for cm in self.intents.items():
-            kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+        for key in known_keys(self):
+            kind, _, name = key
             if not name or kind not in self._reconcilers:
                 continue
-            key: Key = (kind, meta.namespace(cm), name)
             pending = self.queue.pending_timer(key)
             if pending is not None and pending <= period:
                 continue
@@ -417,3 +419,19 @@ def _status_version(statuses: Cache, intent: Manifest) -> int:
     found = statuses.get(meta.namespace(intent), naming.status_configmap_name(name))
     version = str(meta.metadata(found).get("resourceVersion") or "") if found else ""
     return int(version) if version.isdigit() else 0
+
+
+def known_keys(engine: Engine, *, oldest_first: bool = False) -> Iterator[Key]:
+    """Every key the engine knows: one per intent, then those of `engine.key_sources`.
+
+    `oldest_first`: intents by their status ConfigMap's resourceVersion (none yet: first).
+    """
+    intents = engine.intents.items()
+    if oldest_first:
+        intents = sorted(intents, key=lambda cm: _status_version(engine.statuses, cm))
+    for cm in intents:
+        kind, name = meta.label(cm, naming.ORIGIN_KIND), meta.label(cm, naming.ORIGIN_NAME)
+        yield (kind, meta.namespace(cm), name)
+    for kind, keys in engine.key_sources:
+        for namespace, name in keys():
+            yield (kind, namespace, name)

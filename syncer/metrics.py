@@ -498,3 +498,40 @@ SERVICE_CONDITION_UPGRADE: Final = REGISTRY.register(
         ["name", "namespace", "uid", "condition"],
     )
 )
+# RayCluster (raycluster.md §7): `uid` is the head Pod's, which anchors the status here.
+CLUSTER_INFO: Final = REGISTRY.register(
+    Gauge(
+        "kuberay_cluster_info",
+        "Metadata of RayClusters (owner_kind: RayCluster, RayJob or RayService).",
+        ["name", "namespace", "uid", "owner_kind"],
+    )
+)
+CLUSTER_CONDITION_PROVISIONED: Final = REGISTRY.register(
+    Gauge(
+        "kuberay_cluster_condition_provisioned",
+        "Whether the RayCluster is provisioned (condition true or false).",
+        ["name", "namespace", "uid", "condition"],
+    )
+)
+CLUSTER_PROVISIONED_DURATION: Final = REGISTRY.register(
+    Gauge(
+        "kuberay_cluster_provisioned_duration_seconds",
+        "Seconds from the first sight of the RayCluster's head Pod to all its Pods ready.",
+        ["name", "namespace", "uid"],
+    )
+)
+POD_RECOVERIES: Final = REGISTRY.register(
+    Counter(
+        "kuberay_syncer_pod_recoveries_total",
+        "Dead rendered Pods the syncer deleted so that GitOps self-heal re-creates them, "
+        "by node type (head, worker) and result (deleted, failed, backoff).",
+        ["namespace", "node_type", "result"],
+    )
+)
+CLUSTER_STATUS_WRITES: Final = REGISTRY.register(
+    Counter(
+        "kuberay_syncer_cluster_status_writes_total",
+        "RayCluster status ConfigMap writes, and changes held back by the debounce window.",
+        ["result"],
+    )
+)

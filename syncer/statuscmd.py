@@ -1,4 +1,8 @@
-"""`kuberay status`: the syncer's published status, read from the cluster and shown as a table.
+"""`kuberay status`: the syncer's published status, read from the cluster and shown as tables.
+
+RayJobs and RayServices share one table; Ray clusters get a second one shaped like
+`kubectl get raycluster` (desired and available workers, CPUs, GPUs, memory, status, age;
+the age is the status ConfigMap's, i.e. since the syncer first saw the head Pod).
 
 Registered into the `kuberay` command through the `kuberay.commands` entry point, so the
 renderer package never imports the Kubernetes client.
@@ -8,7 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import click
@@ -34,6 +40,73 @@ _JOB_COLUMNS = (
     "END",
     "REASON",
 )
+
+
+_CLUSTER_COLUMNS = (
+    "NAMESPACE",
+    "NAME",
+    "DESIRED WORKERS",
+    "AVAILABLE WORKERS",
+    "CPUS",
+    "MEMORY",
+    "GPUS",
+    "STATUS",
+    "AGE",
+)
+CLUSTER_KIND = "RayCluster"
+
+
+def age(created: Any, now: float) -> str:
+    """A short age as kubectl prints one (`45s`, `12m`, `3h`, `2d`); `<unknown>` if none."""
+    if not isinstance(created, str):
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return "<unknown>"
+    seconds = max(0, int(now - then))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def cluster_row(cm: Manifest, now: float) -> tuple[str, ...]:
+    """One row of the cluster table, from a RayCluster status ConfigMap."""
+    meta = cm.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = status_document(cm).get("status") or {}
+    return (
+        str(meta.get("namespace", "")),
+        str(labels.get(naming.ORIGIN_NAME, meta.get("name", ""))),
+        str(status.get("desiredWorkerReplicas", 0)),
+        str(status.get("availableWorkerReplicas", 0)),
+        str(status.get("desiredCPU", "0")),
+        str(status.get("desiredMemory", "0")),
+        str(status.get("desiredGPU", "0")),
+        str(status.get("state", "")),
+        age(meta.get("creationTimestamp"), now),
+    )
+
+
+def tables(items: Sequence[Manifest], now: float) -> str:
+    """The job/service table and the cluster table, each only when it has rows."""
+    kinds = [
+        ((cm.get("metadata") or {}).get("labels") or {}).get(naming.ORIGIN_KIND) for cm in items
+    ]
+    others = sorted(row(cm) for cm, kind in zip(items, kinds, strict=True) if kind != CLUSTER_KIND)
+    clusters = sorted(
+        cluster_row(cm, now) for cm, kind in zip(items, kinds, strict=True) if kind == CLUSTER_KIND
+    )
+    parts = []
+    if others or not clusters:
+        parts.append(table(others))
+    if clusters:
+        parts.append(table(clusters, _CLUSTER_COLUMNS))
+    return "\n".join(parts)
 
 
 def status_document(cm: Manifest) -> Manifest:
@@ -169,8 +242,7 @@ def status(
     except SyncerError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    rows = sorted(row(cm) for cm in items)
-    sys.stdout.write(table(rows))
+    sys.stdout.write(tables(items, time.time()))
     scaled = sorted(r for cm in states for r in autoscaler_rows(cm))
     if scaled:
         sys.stdout.write("\n" + table(scaled, _AUTOSCALER_COLUMNS))

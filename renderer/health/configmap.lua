@@ -1,7 +1,9 @@
 -- kuberay-gitops: Argo CD health of kuberay's ConfigMaps (key resource.customizations.health.ConfigMap).
--- Argo CD runs this for every ConfigMap. Only three kinds get a verdict from their content:
+-- Argo CD runs this for every ConfigMap. Only four kinds get a verdict from their content:
 --   * the syncer's status ConfigMap of a RayJob (label kuberay.io/role=status): data.jobDeploymentStatus
 --   * the syncer's status ConfigMap of a RayService: data.serviceStatus and data.pendingCluster
+--   * the syncer's status ConfigMap of a Ray cluster: data.state, the condition flags and the
+--     worker counts (KubeRay's state never leaves "ready", so the conditions decide)
 --   * the rendered intent ConfigMap of a RayService: the syncer's status.kuberay.io/ annotations
 -- Every other ConfigMap is Healthy. Only Argo CD's default libraries are used (no string library).
 local hs = {}
@@ -51,12 +53,38 @@ local function rayservice(serving, active, pending)
   return "Progressing", what .. "not serving yet"
 end
 
+local function raycluster(d)
+  local what = "RayCluster " .. origin .. ": "
+  local desired = tonumber(d.desiredWorkers or "0") or 0
+  local available = tonumber(d.availableWorkers or "0") or 0
+  local workers = tostring(available) .. "/" .. tostring(desired) .. " workers available"
+  if d.state == "suspended" or d.suspended == "True" then
+    return "Suspended", what .. "suspended"
+  end
+  if d.replicaFailure == "True" then
+    return "Degraded", what .. "replica failure; " .. workers
+  end
+  if d.provisioned ~= "True" then
+    return "Progressing", what .. "provisioning; " .. workers
+  end
+  if d.headPodReady ~= "True" then
+    return "Degraded", what .. "head Pod not ready; " .. workers
+  end
+  if available < desired then
+    return "Progressing", what .. "recovering; " .. workers
+  end
+  return "Healthy", what .. (d.state or "") .. "; " .. workers
+end
+
 if role == "status" and labels["app.kubernetes.io/managed-by"] == "kuberay-syncer" then
   if kind == "RayJob" then
     hs.status, hs.message = rayjob(data.jobDeploymentStatus, data.jobStatus)
     return hs
   elseif kind == "RayService" then
     hs.status, hs.message = rayservice(data.serviceStatus, data.activeCluster, data.pendingCluster)
+    return hs
+  elseif kind == "RayCluster" then
+    hs.status, hs.message = raycluster(data)
     return hs
   end
 end

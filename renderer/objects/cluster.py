@@ -9,14 +9,14 @@ from __future__ import annotations
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
 from renderer.model.schedulers import wants_scheduling
-from renderer.objects import network, pki, pods, services, storage
+from renderer.objects import network, pki, pods, redis_cleanup, services, storage
 from renderer.options import RenderOptions
 
 
 def build_cluster(
     cluster: RayCluster, options: RenderOptions, *, job_name: str | None = None
 ) -> list[Manifest]:
-    """Services, Ingress, PVC, NetworkPolicies, PKI and Pods of one cluster."""
+    """Services, Ingress, PVC, NetworkPolicies, PKI, Pods and the Redis cleanup anchor."""
     objects: list[Manifest] = []
     if cluster.head.get("enableIngress") is True:
         objects.append(services.build_ingress(cluster))
@@ -30,6 +30,8 @@ def build_cluster(
         objects.extend(network.build_network_policies(cluster, options, job_name=job_name))
     objects.extend(pki.build_pki(cluster, options))
     objects.extend(pods.build_pods(cluster, options))
+    if cluster.ft_enabled and cluster.ft_backend == "redis":
+        objects.extend(redis_cleanup.build_anchor(cluster, pods.build_head_pod(cluster, options)))
     return objects
 
 

@@ -17,7 +17,7 @@ from renderer.model.raycluster import (
     RayCluster,
     WorkerGroup,
 )
-from renderer.objects import startparams
+from renderer.objects import shape, startparams
 from renderer.options import RenderOptions
 from renderer.rules.versions import at_least
 
@@ -550,6 +550,7 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
     template_hash = naming.content_hash(pod)
     pod["metadata"]["labels"][naming.TEMPLATE_HASH] = template_hash
     pod["metadata"]["name"] = naming.head_pod_name(cluster.name, template_hash)
+    shape.annotate(cluster, pod)  # not hashed: scaling a group changes it in place
     return pod
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from renderer import naming
+from schemas import cluster as contract
 from syncer.kube import meta
 from syncer.kube.meta import SYNCER_MADE
 from syncer.rayjob.machine import PodView, SubmitterView
@@ -22,6 +23,8 @@ from syncer.status import STATUS_ANNOTATION_PREFIX
 Manifest = dict[str, Any]
 
 JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
+# The pod annotations the cache keeps: the shutdown request and the cluster's shape.
+_POD_ANNOTATIONS: Final = (naming.SHUTDOWN_REQUESTED, contract.ANN_CLUSTER_SHAPE)
 SIDECAR_CONTAINER: Final = "ray-job-submitter"
 
 
@@ -52,8 +55,12 @@ def project_pod(pod: Manifest) -> Manifest:
     status = pod.get("status") or {}
     meta = _projected_meta(pod)
     annotations = meta.pop("annotations")
-    if naming.SHUTDOWN_REQUESTED in annotations:
-        meta["annotations"] = {naming.SHUTDOWN_REQUESTED: annotations[naming.SHUTDOWN_REQUESTED]}
+    kept = {k: annotations[k] for k in _POD_ANNOTATIONS if k in annotations}
+    shape = kept.get(contract.ANN_CLUSTER_SHAPE)
+    if not isinstance(shape, str) or len(shape) > contract.MAX_SHAPE_BYTES:
+        kept.pop(contract.ANN_CLUSTER_SHAPE, None)  # bounded: the syncer reports it missing
+    if kept:
+        meta["annotations"] = kept
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in status.get("conditions") or []
@@ -67,13 +74,67 @@ def project_pod(pod: Manifest) -> Manifest:
                 "reason": terminated.get("reason") or "",
                 "finishedAt": terminated.get("finishedAt"),
             }
+    projected_status: Manifest = {
+        "phase": status.get("phase") or "Pending",
+        "ready": ready,
+        "ends": ends,
+        **_cluster_status(status),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": {"schedulingGates": [dict(g) for g in spec.get("schedulingGates") or []]},
-        "status": {"phase": status.get("phase") or "Pending", "ready": ready, "ends": ends},
+        "spec": {
+            "schedulingGates": [dict(g) for g in spec.get("schedulingGates") or []],
+            **_cluster_spec(spec),
+        },
+        "status": projected_status,
     }
+
+
+def _text(value: Any, limit: int = 1024) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _cluster_status(status: Manifest) -> Manifest:
+    """What the RayCluster status and recovery read: IP, reason, Ready, stopped containers."""
+    out: Manifest = {}
+    for key in ("podIP", "reason"):
+        if _text(status.get(key)):
+            out[key] = _text(status.get(key))
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
+            out["readyCondition"] = {
+                k: _text(condition.get(k)) for k in ("status", "reason", "message")
+            }
+    stopped = []
+    for container in (status.get("containerStatuses") or [])[:16]:
+        state = container.get("state") if isinstance(container, dict) else None
+        for kind in ("waiting", "terminated"):
+            detail = (state or {}).get(kind)
+            if isinstance(detail, dict):
+                reason, message = _text(detail.get("reason")), _text(detail.get("message"))
+                stopped.append(
+                    {
+                        "name": _text(container.get("name")),
+                        "state": {kind: {"reason": reason, "message": message}},
+                    }
+                )
+                break
+    if stopped:
+        out["containerStatuses"] = stopped
+    return out
+
+
+def _cluster_spec(spec: Manifest) -> Manifest:
+    """The restart policy and the Ray (first) container's name, for recovery."""
+    out: Manifest = {}
+    if _text(spec.get("restartPolicy")):
+        out["restartPolicy"] = _text(spec.get("restartPolicy"))
+    containers = spec.get("containers") or []
+    if containers and isinstance(containers[0], dict):
+        out["containers"] = [{"name": _text(containers[0].get("name"))}]
+    return out
 
 
 def project_job(job: Manifest) -> Manifest:

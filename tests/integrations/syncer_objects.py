@@ -19,10 +19,12 @@ from typing import Any, Literal
 from renderer import naming
 from syncer.cli import Options, Syncer
 from syncer.kube.client import CONFIGMAPS, HTTPROUTES, JOBS, KubeClient
+from syncer.raycluster.reconciler import Options as ClusterOptions
 from syncer.rayjob.machine import Settings
 from syncer.rayservice import record as rs
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
+from tests.syncer import test_raycluster_reconciler as cluster_loop
 from tests.syncer import test_rayjob_reconciler as job_loop
 from tests.syncer import test_rayservice_reconciler as serving_loop
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
@@ -218,3 +220,42 @@ def run_rayservice_upgrade(kube_api: KubeApi) -> ServiceStates:
         gateways.stop()
         controllers.stop()
     return states
+
+
+def run_raycluster(kube_api: KubeApi) -> Seen:
+    """A plain RayCluster's status ConfigMap: provisioning, ready, a worker lost, head down.
+
+    Recovery is off, so the failed worker stays and the status shows it.
+    """
+    rig = cluster_loop.make_rig(kube_api, options=ClusterOptions(debounce_s=0.05, recovery=False))
+    seen = Seen()
+    ns = rig.namespace
+
+    def look(label: str, done: Callable[[Manifest], bool]) -> None:
+        def ready() -> bool:
+            cm = rig.status_cm()
+            if cm is not None and done(cm["data"]):
+                seen.add(label, cm)
+                return True
+            return False
+
+        wait_until(ready, what=label)
+
+    try:
+        apply(rig.kube, rig.objects, ns)
+        rig.syncer.start()
+        # Head and workers created, not running yet: the kubelet has not stepped.
+        look("provisioning", lambda d: d.get("provisioned") == "False")
+        rig.controllers.start(interval=0.05)
+        look("ready", lambda d: d.get("state") == "ready" and d.get("availableWorkers") == "2")
+        worker = rig.pods("worker")[0]["metadata"]["name"]
+        rig.controllers.kubelet.set_phase(ns, worker, "Failed")
+        look("worker-lost", lambda d: d.get("availableWorkers") == "1")
+        rig.controllers.stop()
+        head = rig.pods("head")[0]["metadata"]["name"]
+        rig.controllers.kubelet.set_ready(ns, head, False)
+        look("head-not-ready", lambda d: d.get("headPodReady") == "False")
+    finally:
+        rig.syncer.stop()
+        rig.controllers.stop()
+    return seen

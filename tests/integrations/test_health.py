@@ -183,6 +183,33 @@ def test_a_rayservice_upgrade_is_progressing_until_promoted(
 # --- objects kuberay did not make keep Argo CD's built-in verdicts ---------------------------
 
 
+def test_a_rayclusters_status_is_progressing_healthy_then_degraded(kube_api: KubeApi) -> None:
+    seen = syncer_objects.run_raycluster(kube_api)
+    verdicts = {label: configmap(cm) for label, cm in seen.states.items()}
+    name = "RayCluster raycluster-demo: "
+    assert verdicts == {
+        "provisioning": {
+            "status": "Progressing",
+            "message": name + "provisioning; 0/2 workers available",
+        },
+        "ready": {"status": "Healthy", "message": name + "ready; 2/2 workers available"},
+        "worker-lost": {
+            "status": "Progressing",
+            "message": name + "recovering; 1/2 workers available",
+        },
+        "head-not-ready": {
+            "status": "Degraded",
+            "message": name + "head Pod not ready; 1/2 workers available",
+        },
+    }
+    replica_failure = copy.deepcopy(seen.states["ready"])
+    replica_failure["data"]["replicaFailure"] = "True"
+    assert configmap(replica_failure)["status"] == "Degraded"
+    suspended = copy.deepcopy(seen.states["ready"])
+    suspended["data"]["state"] = "suspended"
+    assert configmap(suspended)["status"] == "Suspended"
+
+
 def test_other_configmaps_are_healthy() -> None:
     plain: Manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
     plain["data"] = {}

@@ -28,12 +28,14 @@ from syncer.engine import Options as EngineOptions
 from syncer.errors import PermanentError, TransientError
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, KubeClient
+from syncer.raycluster.reconciler import Options as ClusterOptions
 from syncer.rayjob.machine import Settings
 from syncer.rayservice.record import READY
 from syncer.rayservice.state import Settings as ServiceSettings
 from syncer.reload import ConfigWatcher
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
+from tests.syncer import test_raycluster_reconciler as cluster_parts
 from tests.syncer import test_rayjob_reconciler as rayjob_rig_parts
 from tests.syncer import test_rayservice_reconciler as service_rig_parts
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
@@ -54,6 +56,12 @@ OWNERS: Final = {
     "kuberay_service_condition_upgrade_in_progress": "rayservice",
     "kuberay_syncer_service_target_capacity": "rayservice",
     "kuberay_syncer_service_traffic_routed_percent": "rayservice",
+    # The RayCluster reconciler: every pass that changes a cluster, every recovery, write.
+    "kuberay_cluster_info": "raycluster",
+    "kuberay_cluster_condition_provisioned": "raycluster",
+    "kuberay_cluster_provisioned_duration_seconds": "raycluster",
+    "kuberay_syncer_pod_recoveries_total": "raycluster",
+    "kuberay_syncer_cluster_status_writes_total": "raycluster",
     # The engine: every pass, and every pass that fails.
     "kuberay_syncer_reconcile_seconds": "engine",
     "kuberay_syncer_reconcile_errors_total": "engine",
@@ -333,3 +341,41 @@ def test_a_config_reload_counts_applied_and_rejected(tmp_path: Path) -> None:
     )
     assert results == {"applied": 1, "rejected": 1}
     assert [c.poll_interval_s for c in applied] == [5.0]
+
+
+# --- the RayCluster reconciler ----------------------------------------------------------------
+
+
+def test_a_cluster_that_loses_a_worker_writes_the_cluster_families(kube_api: KubeApi) -> None:
+    families = [name for name, owner in OWNERS.items() if owner == "raycluster"]
+    clear([*families, "kuberay_syncer_transitions_total"])
+    assert all(samples(family) == [] for family in families)
+    rig = cluster_parts.make_rig(kube_api, options=ClusterOptions(debounce_s=0.1))
+    ns, name = rig.namespace, cluster_parts.NAME
+    try:
+        apply(rig.kube, rig.objects, ns)
+        rig.controllers.start(interval=0.05)
+        rig.syncer.start()
+        wait_until(lambda: cluster_parts.ready(rig), what="the cluster ready")
+        uid = rig.pods("head")[0]["metadata"]["uid"]
+        assert with_labels("kuberay_cluster_info", namespace=ns, name=name, uid=uid)
+        assert with_labels(
+            "kuberay_cluster_condition_provisioned", namespace=ns, name=name, condition="True"
+        )
+        assert with_labels("kuberay_cluster_provisioned_duration_seconds", namespace=ns, name=name)
+        assert with_labels("kuberay_syncer_transitions_total", namespace=ns, kind="RayCluster")
+        assert with_labels("kuberay_syncer_cluster_status_writes_total", result="written")
+        worker = rig.pods("worker")[0]["metadata"]["name"]
+        rig.controllers.kubelet.set_phase(ns, worker, "Failed", reason="Evicted")
+        wait_until(
+            lambda: with_labels(
+                "kuberay_syncer_pod_recoveries_total",
+                namespace=ns,
+                node_type="worker",
+                result="deleted",
+            ),
+            what="the recovery counted",
+        )
+    finally:
+        rig.syncer.stop()
+        rig.controllers.stop()

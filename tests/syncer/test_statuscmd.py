@@ -177,3 +177,63 @@ def test_status_shows_a_rayservice_upgrade(kube_api: KubeApi) -> None:
         "fruit-aaaaa",
         "->",
     ]
+
+
+def test_status_lists_clusters_like_kubectl_get_raycluster(kube_api: KubeApi) -> None:
+    kube = KubeClient(kube_api.api_client)
+    ns = kube_api.namespace
+    publish(kube, ns, "train", {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"})
+    kube.create(
+        CONFIGMAPS,
+        ns,
+        {
+            "metadata": {
+                "name": "gpu-pool-kuberay-status",
+                "labels": {
+                    "kuberay.io/role": "status",
+                    "kuberay.io/origin-kind": "RayCluster",
+                    "kuberay.io/origin-name": "gpu-pool",
+                },
+            },
+            "data": {
+                "status.json": json.dumps(
+                    {
+                        "status": {
+                            "state": "ready",
+                            "desiredWorkerReplicas": 3,
+                            "availableWorkerReplicas": 2,
+                            "desiredCPU": "13",
+                            "desiredMemory": "52Gi",
+                            "desiredGPU": "3",
+                        }
+                    }
+                )
+            },
+        },
+    )
+    result = CliRunner().invoke(
+        main, ["status", "-n", ns, "--kubeconfig", str(kube_api.kubeconfig)]
+    )
+    assert result.exit_code == 0, result.output
+    jobs, clusters = result.stdout.split("\n\n")
+    assert [line.split()[1] for line in jobs.splitlines()[1:]] == ["train"]
+    header, *rows = clusters.splitlines()
+    assert header.split() == (
+        [
+            "NAMESPACE",
+            "NAME",
+            "DESIRED",
+            "WORKERS",
+            "AVAILABLE",
+            "WORKERS",
+            "CPUS",
+            "MEMORY",
+            "GPUS",
+            "STATUS",
+            "AGE",
+        ]
+    )
+    (only,) = rows
+    cells = only.split()
+    assert cells[:8] == [ns, "gpu-pool", "3", "2", "13", "52Gi", "3", "ready"]
+    assert cells[8].endswith("s")  # just created

@@ -1,0 +1,322 @@
+"""The RayCluster reconciler: KubeRay's RayCluster status and failure recovery, per cluster.
+
+Keys are `("RayCluster", namespace, cluster)` and come from Pods, not intents: every
+rendered head Pod (a plain RayCluster's, a RayJob's cluster, a RayService generation)
+names one (`ray.io/cluster`). A pass reads that cluster's cached Pods (one index lookup,
+never a list call), only those in the key's namespace that carry the cluster's label and
+the renderer's managed-by; deletes dead ones (`healing`); computes KubeRay's status
+(`status.compute`, the shape from the head Pod's annotation, the head Service from its
+cache); and publishes `<cluster>-kuberay-status`, owned by the head Pod, only when the
+part KubeRay compares changed and at most once per `debounce_s` per cluster, so a
+flapping Pod costs passes, not writes. Each write mirrors the state as
+`status.kuberay.io/*` annotations on the head Pod, records an Event per transition and
+sets KubeRay's cluster metrics. A status ConfigMap of that name that another kind owns is
+left alone (reported once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from renderer import naming
+from schemas import cluster as contract
+from syncer import metrics, status
+from syncer.engine import Engine, Key
+from syncer.kube import meta
+from syncer.kube.cache import Cache
+from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Manifest
+from syncer.kube.timestamps import format_time
+from syncer.raycluster import cleanup, views
+from syncer.raycluster import record as cluster_record
+from syncer.raycluster import status as cluster_status
+from syncer.raycluster.cleanup import RedisCleanup
+from syncer.raycluster.healing import Backoff, Healer
+from syncer.raycluster.report import Reporter
+
+_LOG = logging.getLogger(__name__)
+
+KIND: Final = "RayCluster"
+_PODS_INDEX: Final = "raycluster-pods"
+_SERVICES_INDEX: Final = "raycluster-head-services"
+_ANN_STATE: Final = f"{status.STATUS_ANNOTATION_PREFIX}cluster-state"
+_ANN_WORKERS: Final = f"{status.STATUS_ANNOTATION_PREFIX}cluster-workers"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The reconciler's timers (KubeRay requeues 2 s after a write, resyncs every 300 s)."""
+
+    debounce_s: float = 2.0
+    resync_s: float = 300.0
+    recovery: bool = True
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+def cluster_of(obj: Manifest) -> list[tuple[str, str]]:
+    """The (namespace, Ray cluster) of a pod (index values)."""
+    cluster = meta.label(obj, naming.RAY_CLUSTER)
+    return [(meta.namespace(obj), cluster)] if cluster else []
+
+
+def _member(pod: Manifest, namespace: str, cluster: str) -> bool:
+    return (
+        meta.label(pod, naming.RAY_NODE_TYPE) in ("head", "worker")
+        and meta.namespace(pod) == namespace
+        and meta.label(pod, naming.RAY_CLUSTER) == cluster
+        and meta.is_rendered(pod)
+    )
+
+
+class RayClusterReconciler:
+    """Reconciles Ray clusters: status ConfigMap, annotations, Events, metrics, recovery."""
+
+    kind: Final = KIND
+
+    def __init__(self, engine: Engine, pods: Cache, options: Options | None = None) -> None:
+        self.engine = engine
+        self.pods = pods
+        self.options = options or Options()
+        self.services = Cache.watching(
+            engine.kube,
+            SERVICES,
+            engine.options.namespaces,
+            label_selector=engine.options.label_selector,
+            project=views.cached_service,
+        )
+        self.services.add_index(_SERVICES_INDEX, views.head_service_of)
+        self.anchors = Cache.watching(
+            engine.kube,
+            CONFIGMAPS,
+            engine.options.namespaces,
+            label_selector=f"{engine.options.label_selector},"
+            f"{naming.ROLE}={contract.ROLE_REDIS_CLEANUP}",
+            project=_slim_anchor,
+        )
+        self.anchors.add_handler(self._on_anchor)
+        self.cleanup = RedisCleanup(engine.kube, self.anchors, engine.clock)
+        pods.add_index(_PODS_INDEX, cluster_of)
+        pods.add_handler(self._on_change)
+        self.services.add_handler(self._on_change)
+        engine.key_sources.append((KIND, self.keys))
+        self.healer = Healer(
+            engine.kube,
+            pods,
+            engine.statuses,
+            clock=engine.clock,
+            monotonic=engine.monotonic,
+            backoff=self.options.backoff,
+        )
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._written: dict[Key, float] = {}  # last status write, on engine.monotonic
+        self.report = Reporter(engine.kube, clock=engine.clock, monotonic=engine.monotonic)
+
+    def caches(self) -> Sequence[Cache]:
+        """The pod cache (shared), the head Service and the Redis cleanup anchor caches."""
+        return [self.pods, self.services, self.anchors]
+
+    def reconfigure(self, options: Options) -> None:
+        """Swap in new options."""
+        self.options = options
+
+    def _on_change(self, event: str, obj: Manifest) -> None:
+        for namespace, cluster in cluster_of(obj):
+            self.engine.enqueue(KIND, namespace, cluster, batch=True)
+
+    def _on_anchor(self, event: str, obj: Manifest) -> None:
+        for namespace, cluster in cleanup.anchor_of(obj):
+            self.engine.enqueue(KIND, namespace, cluster)
+
+    def keys(self) -> Iterable[tuple[str, str]]:
+        """Every cluster with a cached head Pod or anchor (start, leadership, resync)."""
+        found = {
+            (meta.namespace(p), meta.label(p, naming.RAY_CLUSTER))
+            for p in self.pods.items()
+            if meta.label(p, naming.RAY_NODE_TYPE) == "head" and meta.label(p, naming.RAY_CLUSTER)
+        }
+        found.update(key for cm in self.anchors.items() for key in cleanup.anchor_of(cm))
+        return sorted(found)
+
+    # --- one cluster ---------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass for one cluster; seconds until the next look (None: on events only)."""
+        _, ns, cluster = key
+        members = [
+            p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
+        ]
+        heads = [p for p in members if meta.label(p, naming.RAY_NODE_TYPE) == "head"]
+        anchor = self.cleanup.pending(ns, cluster)
+        cleaning = self.cleanup.step(anchor, cluster, len(heads)) if anchor else None
+        if not heads:
+            if anchor is None:
+                self._forget(key)
+            return cleaning
+        if len(heads) > 1:
+            # KubeRay writes nothing then; a template change prunes the old head soon.
+            _LOG.info(
+                "cluster %s/%s has %d head pods; status not computed", ns, cluster, len(heads)
+            )
+            return self.options.resync_s
+        head = heads[0]
+        try:
+            shape = views.shape(head, cluster)
+        except views.ShapeError as exc:
+            self.report.refuse(head, "ClusterShapeRefused", str(exc))
+            return None
+        error, wake = (None, None)
+        if self.options.recovery:
+            error, wake = self.healer.heal(ns, cluster, members)
+            members = [
+                p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
+            ]
+            if all(meta.name(p) != meta.name(head) for p in members):
+                return wake  # the head was deleted: its status goes with it, the new head's comes
+        current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
+        if current is not None and (
+            meta.label(current, naming.ORIGIN_KIND) != KIND
+            or meta.label(current, naming.ORIGIN_NAME) != cluster
+        ):
+            self.report.refuse(
+                head,
+                "StatusConfigMapTaken",
+                f"ConfigMap {meta.name(current)} belongs to "
+                f"{meta.label(current, naming.ORIGIN_KIND) or 'another object'}; no status written",
+            )
+            return None
+        held = self._pass(key, head, shape, members, current, error)
+        return min(t for t in (wake, held, cleaning, self.options.resync_s) if t is not None)
+
+    def _pass(
+        self,
+        key: Key,
+        head: Manifest,
+        shape: views.Shape,
+        members: Sequence[Manifest],
+        current: Manifest | None,
+        error: cluster_status.ReconcileError | None,
+    ) -> float | None:
+        """Compute and (debounced) publish; seconds until a held-back write is due."""
+        _, ns, cluster = key
+        stored = status.read_record(current, _document)
+        try:
+            previous = (
+                cluster_record.from_json(stored)
+                if stored
+                else cluster_record.Record(cluster_status.ClusterStatus())
+            )
+        except ValueError:
+            previous, stored = cluster_record.Record(cluster_status.ClusterStatus()), None
+        now = format_time(self.engine.clock()) or ""
+        try:
+            computed = cluster_status.compute(
+                previous.status, shape.spec, [views.pod_view(p) for p in members], now, error
+            )
+        except cluster_status.StatusError as exc:
+            _LOG.info("cluster %s/%s status not computed: %s", ns, cluster, exc)
+            return None
+        services = [
+            s
+            for s in self.services.by_index(_SERVICES_INDEX, (ns, cluster))
+            if meta.namespace(s) == ns and meta.is_rendered(s)
+        ]
+        service = views.head_service(services, cluster)
+        service_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
+        if service_ip == "None":
+            service_ip = computed.head_pod_ip
+        new = cluster_record.Record(
+            status=computed,
+            desired={"cpu": shape.cpu, "memory": shape.memory, "gpu": shape.gpu, "tpu": shape.tpu},
+            head_service_name=meta.name(service) if service else "",
+            head_service_ip=service_ip,
+            endpoints={**previous.endpoints, **views.endpoints(service)},
+            last_update_time=now,
+        )
+        document = cluster_record.to_json(new)
+        self.report.observe(key, head, new)
+        if stored is not None and cluster_record.meaningful(document) == cluster_record.meaningful(
+            stored
+        ):
+            return None
+        since = self.engine.monotonic() - self._written.get(key, float("-inf"))
+        if since < self.options.debounce_s:
+            metrics.CLUSTER_STATUS_WRITES.labels("held").inc()
+            self.stats["held"] += 1
+            return self.options.debounce_s - since
+        self._publish(key, head, current, new, document)
+        self.report.announce(key, head, previous.status if stored else None, computed)
+        return None
+
+    def _publish(
+        self,
+        key: Key,
+        head: Manifest,
+        current: Manifest | None,
+        new: cluster_record.Record,
+        document: Manifest,
+    ) -> None:
+        _, ns, cluster = key
+        uid = str(meta.metadata(head).get("uid") or "")
+        status.publish(
+            self.engine.kube,
+            self.engine.statuses,
+            origin_kind=KIND,
+            origin_name=cluster,
+            namespace=ns,
+            record=document,
+            fields=cluster_record.flat_fields(new),
+            owner=status.Owner("v1", "Pod", meta.name(head), uid) if uid else None,
+            current=current,
+        )
+        with self._lock:
+            self._written[key] = self.engine.monotonic()
+        self.stats["status_writes"] += 1
+        metrics.CLUSTER_STATUS_WRITES.labels("written").inc()
+        s = new.status
+        status.annotate(
+            self.engine.kube,
+            self.pods,
+            PODS,
+            head,
+            {
+                _ANN_STATE: s.state or "provisioning",
+                _ANN_WORKERS: f"{s.available_worker_replicas}/{s.desired_worker_replicas}",
+            },
+            guarded=True,
+        )
+
+    def _forget(self, key: Key) -> None:
+        with self._lock:
+            self._written.pop(key, None)
+        self.report.forget(key)
+        self.engine.forget(key)
+
+
+_ANCHOR_META: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "finalizers",
+    "deletionTimestamp",
+)
+
+
+def _slim_anchor(cm: Manifest) -> Manifest:
+    return status.slim_configmap(
+        cm,
+        keep=_ANCHOR_META,
+    )
+
+
+def _document(value: Manifest) -> Manifest:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value

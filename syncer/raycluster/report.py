@@ -1,0 +1,172 @@
+"""What the RayCluster reconciler reports besides its status: Events, KubeRay's metrics.
+
+`Reporter.announce` records one Event per state or condition transition on the head Pod
+(after the status is published, so a failed write repeats none); `observe` keeps
+`kuberay_cluster_info`, `kuberay_cluster_condition_provisioned` and
+`kuberay_cluster_provisioned_duration_seconds` (from this process's first sight of the
+head Pod); `refuse` reports a cluster it will not publish, once per head Pod version.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from typing import Final
+
+from renderer import naming
+from syncer import metrics
+from syncer.kube import events, meta
+from syncer.kube.client import Kube, Manifest
+from syncer.raycluster import record as cluster_record
+from syncer.raycluster import status as cluster_status
+
+_LOG = logging.getLogger(__name__)
+KIND: Final = "RayCluster"
+_REFUSED_MEMORY: Final = 10_000
+Key = tuple[str, str, str]
+
+
+class Reporter:
+    """Events and metrics of the clusters one reconciler tracks."""
+
+    def __init__(
+        self, kube: Kube, *, clock: Callable[[], float], monotonic: Callable[[], float]
+    ) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.monotonic = monotonic
+        self._lock = threading.Lock()
+        self._first_seen: dict[Key, float] = {}
+        self._series: dict[Key, tuple[str, str]] = {}  # (head uid, provisioned condition)
+        self._refused: set[Hashable] = set()
+
+    def event(self, key: Key, head: Manifest, kind: str, reason: str, message: str) -> None:
+        """One Event about the cluster, on its head Pod."""
+        _, ns, cluster = key
+        involved: Manifest = {"apiVersion": "v1", "kind": "Pod", "name": meta.name(head)}
+        if meta.metadata(head).get("uid"):
+            involved["uid"] = meta.metadata(head)["uid"]
+        events.record(
+            self.kube,
+            events.build_event(
+                origin_kind=KIND,
+                origin_name=cluster,
+                namespace=ns,
+                involved=involved,
+                event_type=kind,
+                reason=reason,
+                message=message,
+                now=self.clock(),
+            ),
+        )
+
+    def announce(
+        self,
+        key: Key,
+        head: Manifest,
+        before: cluster_status.ClusterStatus | None,
+        after: cluster_status.ClusterStatus,
+    ) -> None:
+        """One Event per state or condition transition (after the status is published)."""
+        old_state = before.state if before is not None else ""
+        if after.state != old_state:
+            metrics.TRANSITIONS.labels(key[1], KIND, old_state or "New", after.state).inc()
+            self.event(
+                key,
+                head,
+                "Normal",
+                "StateChanged",
+                f"state {old_state or '(none)'} -> {after.state}",
+            )
+        for condition in after.conditions:
+            old = before.condition(condition.type) if before is not None else None
+            if old is not None and old.status == condition.status:
+                continue
+            bad = (
+                condition.type == cluster_status.REPLICA_FAILURE and condition.status == "True"
+            ) or (
+                condition.type == cluster_status.HEAD_POD_READY
+                and condition.status == "False"
+                and old is not None
+            )
+            detail = f": {condition.reason}" if condition.reason else ""
+            self.event(
+                key,
+                head,
+                "Warning" if bad else "Normal",
+                condition.type,
+                f"{condition.type} is {condition.status}{detail}",
+            )
+        if before is not None:
+            for condition in before.conditions:
+                if after.condition(condition.type) is None:
+                    self.event(key, head, "Normal", condition.type, f"{condition.type} cleared")
+
+    def observe(self, key: Key, head: Manifest, new: cluster_record.Record) -> None:
+        """KubeRay's cluster metrics: info, provisioned condition, time to provisioned."""
+        _, ns, cluster = key
+        uid = str(meta.metadata(head).get("uid") or "")
+        provisioned = cluster_record.condition_status(new.status, cluster_status.PROVISIONED)
+        with self._lock:
+            old = self._series.get(key)
+            self._series[key] = (uid, provisioned)
+            first = self._first_seen.setdefault(key, self.monotonic())
+        if old == (uid, provisioned):
+            return
+        if old is not None and old[0] != uid:
+            self.drop_series(ns, cluster)
+        owner = meta.label(head, naming.ORIGIN_KIND) or KIND
+        metrics.CLUSTER_INFO.labels(name=cluster, namespace=ns, uid=uid, owner_kind=owner).set(1)
+        if old is not None and old[1]:
+            metrics.CLUSTER_CONDITION_PROVISIONED.remove(
+                name=cluster, namespace=ns, uid=uid, condition=old[1]
+            )
+        if provisioned:
+            metrics.CLUSTER_CONDITION_PROVISIONED.labels(
+                name=cluster, namespace=ns, uid=uid, condition=provisioned
+            ).set(1)
+        if provisioned == "True" and (old is None or old[1] != "True"):
+            metrics.CLUSTER_PROVISIONED_DURATION.labels(name=cluster, namespace=ns, uid=uid).set(
+                max(0.0, self.monotonic() - first)
+            )
+
+    @staticmethod
+    def drop_series(ns: str, cluster: str) -> None:
+        """Remove the cluster's metric series."""
+        for family in (
+            metrics.CLUSTER_INFO,
+            metrics.CLUSTER_CONDITION_PROVISIONED,
+            metrics.CLUSTER_PROVISIONED_DURATION,
+        ):
+            family.remove_matching(namespace=ns, name=cluster)
+
+    def refuse(self, head: Manifest, reason: str, message: str) -> None:
+        """Report a cluster the syncer will not publish, once per head Pod version."""
+        version = (
+            meta.namespace(head),
+            meta.name(head),
+            meta.metadata(head).get("resourceVersion"),
+            reason,
+        )
+        with self._lock:
+            if version in self._refused:
+                return
+            if len(self._refused) > _REFUSED_MEMORY:
+                self._refused.clear()
+            self._refused.add(version)
+        _LOG.error(
+            "cluster refused pod=%s/%s reason=%s %s", version[0], version[1], reason, message
+        )
+        metrics.RECONCILE_ERRORS.labels(KIND, "refused").inc()
+        cluster = meta.label(head, naming.RAY_CLUSTER)
+        self.event((KIND, meta.namespace(head), cluster), head, "Warning", reason, message)
+
+    def forget(self, key: Key) -> None:
+        """Drop a cluster's series and what is remembered of it."""
+        _, ns, cluster = key
+        with self._lock:
+            self._first_seen.pop(key, None)
+            known = self._series.pop(key, None)
+        if known is not None:
+            self.drop_series(ns, cluster)

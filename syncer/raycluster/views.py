@@ -1,0 +1,189 @@
+"""What the RayCluster reconciler reads of live objects, as the pure status's inputs.
+
+`shape` decodes the head Pod's cluster-shape annotation (`schemas.cluster`, written by the
+renderer) into the spec view and desired resources, refusing a malformed or oversized one;
+`pod_view` turns a cached Pod (`syncer.rayjob.views.cached_pod` keeps what is read here)
+into `status.PodView`; `cached_service` is the Service cache's projection and
+`head_service` picks the cluster's head Service from it. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from renderer import naming
+from schemas import cluster as contract
+from syncer.kube import meta
+from syncer.raycluster import status
+
+Manifest = dict[str, Any]
+_MAX_GROUPS: Final = 1000
+_MAX_COUNT: Final = status.MAX_INT32
+
+
+class ShapeError(ValueError):
+    """The head Pod's cluster-shape annotation is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The spec view and KubeRay's desired resources of one cluster."""
+
+    spec: status.ClusterSpecView
+    cpu: str = "0"
+    memory: str = "0"
+    gpu: str = "0"
+    tpu: str = "0"
+
+
+def _count(value: Any, path: str, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
+        raise ShapeError(f"{path} is not an integer in 0..{_MAX_COUNT}: {value!r}")
+    return value
+
+
+def _quantity(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= 64:
+        raise ShapeError(f"{path} is not a quantity string")
+    return value
+
+
+def shape(pod: Manifest, cluster: str) -> Shape:
+    """The shape a head Pod carries for `cluster`; ShapeError when absent or malformed."""
+    text = (meta.metadata(pod).get("annotations") or {}).get(contract.ANN_CLUSTER_SHAPE)
+    if not isinstance(text, str) or not text:
+        raise ShapeError(
+            f"head Pod {meta.name(pod)} has no (or an oversized) {contract.ANN_CLUSTER_SHAPE}"
+        )
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ShapeError(f"{contract.ANN_CLUSTER_SHAPE} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ShapeError(f"{contract.ANN_CLUSTER_SHAPE} is not a JSON object")
+    if data.get("version") != contract.SHAPE_VERSION:
+        raise ShapeError(f"{contract.ANN_CLUSTER_SHAPE} has version {data.get('version')!r}")
+    if data.get("cluster") != cluster:
+        raise ShapeError(f"{contract.ANN_CLUSTER_SHAPE} is for {data.get('cluster')!r}")
+    groups = data.get("groups")
+    if not isinstance(groups, list) or len(groups) > _MAX_GROUPS:
+        raise ShapeError("groups is not a list of at most 1000 entries")
+    views = []
+    for index, group in enumerate(groups):
+        path = f"groups[{index}]"
+        if not isinstance(group, dict):
+            raise ShapeError(f"{path} is not an object")
+        replicas = _count(group.get("replicas"), f"{path}.replicas", allow_none=True)
+        views.append(
+            status.GroupView(
+                replicas=replicas,
+                min_replicas=_count(group.get("minReplicas"), f"{path}.minReplicas") or 0,
+                max_replicas=_count(group.get("maxReplicas"), f"{path}.maxReplicas") or 0,
+                num_of_hosts=_count(group.get("numOfHosts"), f"{path}.numOfHosts") or 0,
+                suspended=group.get("suspend") is True,
+            )
+        )
+    suspend = data.get("suspend")
+    desired = data.get("desired")
+    if not isinstance(desired, dict):
+        raise ShapeError("desired is not an object")
+    return Shape(
+        spec=status.ClusterSpecView(
+            groups=tuple(views), suspend=suspend if isinstance(suspend, bool) else None
+        ),
+        **{k: _quantity(desired.get(k), f"desired.{k}") for k in ("cpu", "memory", "gpu", "tpu")},
+    )
+
+
+def _condition(raw: Any) -> status.Condition | None:
+    if not isinstance(raw, dict):
+        return None
+    return status.Condition(
+        "Ready",
+        str(raw.get("status") or ""),
+        str(raw.get("reason") or ""),
+        str(raw.get("message") or ""),
+        "",
+    )
+
+
+def pod_view(pod: Manifest) -> status.PodView:
+    """The status's view of one cached Pod."""
+    labels = meta.metadata(pod).get("labels") or {}
+    pod_status = pod.get("status") or {}
+    containers = []
+    for entry in pod_status.get("containerStatuses") or []:
+        state = entry.get("state") or {}
+        kind = next(iter(state), "")
+        detail = state.get(kind) or {}
+        containers.append(
+            status.ContainerView(
+                str(entry.get("name") or ""),
+                kind,
+                str(detail.get("reason") or ""),
+                str(detail.get("message") or ""),
+            )
+        )
+    return status.PodView(
+        name=meta.name(pod),
+        node_type=str(labels.get(naming.RAY_NODE_TYPE) or ""),
+        phase=str(pod_status.get("phase") or "Pending"),
+        ip=str(pod_status.get("podIP") or ""),
+        ready=_condition(pod_status.get("readyCondition")),
+        containers=tuple(containers),
+    )
+
+
+def cached_service(svc: Manifest) -> Manifest:
+    """A Service cut down to identity, labels, clusterIP and named ports."""
+    metadata = meta.metadata(svc)
+    spec = svc.get("spec") or {}
+    ports = [
+        {k: p.get(k) for k in ("name", "nodePort", "targetPort") if p.get(k) is not None}
+        for p in (spec.get("ports") or [])[:64]
+        if isinstance(p, dict)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "labels")
+        },
+        "spec": {"clusterIP": spec.get("clusterIP") or "", "ports": ports},
+    }
+
+
+def head_service_of(svc: Manifest) -> list[tuple[str, str]]:
+    """The (namespace, cluster) of a head Service (index values)."""
+    if meta.label(svc, naming.RAY_NODE_TYPE) != "head":
+        return []
+    cluster = meta.label(svc, naming.RAY_CLUSTER)
+    return [(meta.namespace(svc), cluster)] if cluster else []
+
+
+def head_service(services: Sequence[Manifest], cluster: str) -> Manifest | None:
+    """The cluster's head Service: `<C>-head-svc` if present, else the only one, else None."""
+    own = [s for s in services if meta.name(s) == naming.head_service_name(cluster)]
+    if own:
+        return own[0]
+    return services[0] if len(services) == 1 else None
+
+
+def endpoints(svc: Manifest | None) -> dict[str, str]:
+    """KubeRay's endpoints: per named port, nodePort if set, else targetPort (as strings)."""
+    out: dict[str, str] = {}
+    for port in ((svc or {}).get("spec") or {}).get("ports") or []:
+        name = port.get("name")
+        if not name:
+            continue
+        node_port, target = port.get("nodePort"), port.get("targetPort")
+        if node_port:
+            out[str(name)] = str(node_port)
+        elif target not in (None, "", 0):
+            out[str(name)] = str(target)
+    return out

@@ -334,26 +334,8 @@ class Engine:
             self.enqueue(kind, namespace, name, force=True)
 
     def resync(self) -> int:
-        """The periodic look at every known key, for what a watch could have missed.
-
-        Keys whose own timer looks at them within a period are skipped; the others are
-        spread over a tenth of the period (30 s at most) and queued behind watch events,
-        so ten thousand jobs do not ask their dashboards in one burst and hold up every
-        event behind them. Returns how many were queued.
-        """
-        period = self.options.idle_resync_s
-        spread = min(period / 10, 30.0)
-        queued = 0
-        for key in known_keys(self):
-            kind, _, name = key
-            if not name or kind not in self._reconcilers:
-                continue
-            pending = self.queue.pending_timer(key)
-            if pending is not None and pending <= period:
-                continue
-            self.queue.add_after(key, self._jitter.uniform(0.001, max(spread, 0.001)))
-            queued += 1
-        return queued
+        """The periodic look at every known key (see `resync_keys`); how many were queued."""
+        return resync_keys(self, self.options.idle_resync_s, self._jitter)
 
     def _resync(self) -> None:
         while not self._stop.wait(self.options.idle_resync_s):
@@ -435,3 +417,26 @@ def known_keys(engine: Engine, *, oldest_first: bool = False) -> Iterator[Key]:
     for kind, keys in engine.key_sources:
         for namespace, name in keys():
             yield (kind, namespace, name)
+
+
+def resync_keys(engine: Engine, period: float, jitter: random.Random) -> int:
+    """Queue every known key a watch could have missed; returns how many were queued.
+
+    Keys whose own timer looks at them within a period are skipped; the others are
+    spread over a tenth of the period (30 s at most) and queued behind watch events,
+    so ten thousand jobs do not ask their dashboards in one burst and hold up every
+    event behind them.
+    """
+    spread = min(period / 10, 30.0)
+    queued = 0
+    kinds = set(engine.kinds())
+    for key in known_keys(engine):
+        kind, _, name = key
+        if not name or kind not in kinds:
+            continue
+        pending = engine.queue.pending_timer(key)
+        if pending is not None and pending <= period:
+            continue
+        engine.queue.add_after(key, jitter.uniform(0.001, max(spread, 0.001)))
+        queued += 1
+    return queued

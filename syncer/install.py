@@ -72,8 +72,8 @@ _NAMESPACED_RULES: Final = (
     ("", "persistentvolumeclaims", ("delete", "list")),
     ("", "events", ("create",)),
     # patch: short status annotations on the submitter Job that anchors a RayJob's status;
-    # create: KubeRay's Redis cleanup Job, once a Redis-FT cluster's anchor is pruned.
-    ("batch", "jobs", ("create", "delete", "list", "patch", "watch")),
+    # create, get: KubeRay's Redis cleanup Job, once a Redis-FT cluster's anchor is pruned.
+    ("batch", "jobs", ("create", "delete", "get", "list", "patch", "watch")),
     ("networking.k8s.io", "networkpolicies", ("delete", "list")),
     ("networking.k8s.io", "ingresses", ("delete", "list")),
     ("gateway.networking.k8s.io", "gateways", ("list", "watch")),

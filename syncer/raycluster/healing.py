@@ -118,7 +118,11 @@ class Healer:
         version = meta.metadata(pod).get("resourceVersion")
         try:
             self.kube.delete(
-                PODS, namespace, name, resource_version=str(version) if version else None
+                PODS,
+                namespace,
+                name,
+                resource_version=str(version) if version else None,
+                uid=meta.metadata(pod).get("uid") or None,
             )
         except ConflictError:
             return None  # it changed: the next pass judges the new version

@@ -29,7 +29,7 @@ WATCH_RULES = {
     ("", "services"): ["delete", "list", "watch"],
     ("", "persistentvolumeclaims"): ["delete", "list"],
     ("", "events"): ["create"],
-    ("batch", "jobs"): ["create", "delete", "list", "patch", "watch"],
+    ("batch", "jobs"): ["create", "delete", "get", "list", "patch", "watch"],
     ("networking.k8s.io", "networkpolicies"): ["delete", "list"],
     ("networking.k8s.io", "ingresses"): ["delete", "list"],
     ("gateway.networking.k8s.io", "gateways"): ["list", "watch"],

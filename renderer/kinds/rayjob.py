@@ -23,7 +23,7 @@ from renderer.model.rayjob import (
     job_cluster,
     parse_rayjob,
 )
-from renderer.objects import batchscheduling, intent, services, submitter, wrapper
+from renderer.objects import autoscaling, batchscheduling, intent, services, submitter, wrapper
 from renderer.objects import cluster as cluster_objects
 from renderer.options import RenderOptions
 from renderer.rules import batchscheduler as batch_rules
@@ -79,7 +79,9 @@ def _pod_names(objects: list[Manifest], node_type: str) -> list[str]:
     return [
         str(o["metadata"]["name"])
         for o in objects
-        if o["kind"] == "Pod" and o["metadata"]["labels"].get(naming.RAY_NODE_TYPE) == node_type
+        if o["kind"] == "Pod"
+        and o["metadata"]["labels"].get(naming.RAY_NODE_TYPE) == node_type
+        and not autoscaling.is_template(o)  # the syncer names autoscaled workers
     ]
 
 

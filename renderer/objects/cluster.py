@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
-from renderer.objects import network, pki, pods, services, storage
+from renderer.objects import autoscaling, network, pki, pods, services, storage
 from renderer.options import RenderOptions
 
 
 def build_cluster(
     cluster: RayCluster, options: RenderOptions, *, job_name: str | None = None
 ) -> list[Manifest]:
-    """Services, Ingress, PVC, NetworkPolicies, PKI and Pods of one cluster."""
+    """Services, Ingress, PVC, NetworkPolicies, PKI, Pods and the autoscaling objects.
+
+    With autoscaling, the worker Pods are templates until `autoscaling.fold_templates`.
+    """
     objects: list[Manifest] = []
+    if cluster.autoscaling:
+        objects.extend(autoscaling.build_rbac(cluster))
     if cluster.head.get("enableIngress") is True:
         objects.append(services.build_ingress(cluster))
     objects.append(services.build_head_service(cluster, options))
@@ -29,4 +34,6 @@ def build_cluster(
         objects.extend(network.build_network_policies(cluster, job_name=job_name))
     objects.extend(pki.build_pki(cluster, options))
     objects.extend(pods.build_pods(cluster, options))
+    if cluster.autoscaling and not cluster.suspended:
+        objects.append(autoscaling.build_configmap(cluster))
     return objects

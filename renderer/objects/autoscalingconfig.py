@@ -184,7 +184,7 @@ def _num_cpus(group: _Group) -> int:
         if "cpu" in source:
             return group.quantity(group.container_at(kind, "cpu"), source["cpu"])
     raise _UnreadableError(
-        (*group.at, "rayStartParams"),
+        (*group.at, "template", "spec", "containers", 0),
         f"Ray's autoscaler cannot detect the CPUs of group {group.name}: set the num-cpus "
         "rayStartParam or a CPU limit or request on the Ray container",
     )

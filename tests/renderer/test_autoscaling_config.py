@@ -113,7 +113,7 @@ def without_provider(config: Manifest) -> Manifest:
     return {key: value for key, value in config.items() if key != "provider"}
 
 
-def _documents(path: Path) -> list[sources.Document]:
+def _documents(path: Path) -> list[Any]:
     documents, problems = sources.read_documents([str(path)])
     assert not problems
     return documents
@@ -259,7 +259,8 @@ def _group(draw: st.DrawFn, name: str | None) -> Manifest:
     if draw(st.integers(0, 3)) == 0:
         custom = draw(st.dictionaries(_NAME, st.integers(0, 9), max_size=2))
         params["resources"] = '"' + json.dumps(custom).replace('"', '\\"') + '"'
-    if params or draw(st.booleans()):
+    keep_params = draw(st.booleans())
+    if params or keep_params:
         group["rayStartParams"] = params
     if draw(st.integers(0, 3)) == 0:
         group["resources"] = draw(
@@ -314,7 +315,8 @@ def cluster_specs(draw: st.DrawFn) -> Manifest:
     mode = draw(st.sampled_from([None, "Default", "Aggressive", "Conservative"]))
     if mode is not None:
         options["upscalingMode"] = mode
-    if options or draw(st.booleans()):
+    keep_options = draw(st.booleans())
+    if options or keep_options:
         spec["autoscalerOptions"] = options
     return spec
 
@@ -347,7 +349,7 @@ def test_fuzzed_specs_derive_rays_own_config(spec: Manifest) -> None:
 
 
 def test_the_port_reads_the_spec_without_crd_defaults_as_the_api_server_would_store_it() -> None:
-    spec = {
+    spec: Manifest = {
         "headGroupSpec": {"template": {"spec": {"containers": [{"resources": {}}]}}},
         "workerGroupSpecs": [
             {
@@ -372,7 +374,7 @@ def test_quantities_parse_as_rays_do() -> None:
     assert autoscalingconfig.round_up(3) == 3
     assert autoscalingconfig.round_up(0.25) == 1
     for bad in ("1ki", "x", True, None, "Infinity"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"quantity|number|suffix|Infinity"):
             autoscalingconfig.round_up(bad)
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import copy
 import functools
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -648,7 +647,7 @@ def test_an_autoscaler_image_other_than_the_heads_is_a_warning():
     assert run(autoscaled(autoscalerOptions={"image": "rayproject/ray:2.52.0"})) == []
     assert run(autoscaled(autoscalerOptions={"image": "rayproject/ray:2.53.0"})) == [
         'warning: $.spec.autoscalerOptions.image: the autoscaler image "rayproject/ray:2.53.0" '
-        'differs from the head\'s "rayproject/ray:2.52.0": the autoscaler\'s Ray must match the '
+        "differs from the head's \"rayproject/ray:2.52.0\": the autoscaler's Ray must match the "
         "GCS it talks to"
     ]
 
@@ -667,10 +666,11 @@ def test_resources_rays_autoscaler_cannot_read_are_refused():
     assert run(doc) == [
         f"error: {HEAD}.rayStartParams.num-cpus: {reader} headgroup: rayStartParams num-cpus "
         '"0.5" is not an integer (Ray reads it with int())',
-        f"error: {W0}.template.spec.containers[0]: Ray's autoscaler cannot detect the CPUs of group small: set "
-        "the num-cpus rayStartParam or a CPU limit or request on the Ray container",
+        f"error: {W0}.template.spec.containers[0]: Ray's autoscaler cannot detect the CPUs of "
+        "group small: set the num-cpus rayStartParam or a CPU limit or request on the Ray "
+        "container",
         f"error: $.spec.workerGroupSpecs[1].resources.x: {reader} b: invalid number format: lots",
-        f'error: $.spec.workerGroupSpecs[2].rayStartParams.resources: Ray\'s autoscaler cannot '
+        "error: $.spec.workerGroupSpecs[2].rayStartParams.resources: Ray's autoscaler cannot "
         "read the resources rayStartParam of group c: expected a quoted JSON object of integers, "
         'e.g. \'"{\\"Custom1\\": 1}"\'',
     ]

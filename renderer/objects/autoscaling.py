@@ -133,7 +133,7 @@ def build_configmap(cluster: RayCluster) -> Manifest:
         "data": {
             CONFIG_KEY: autoscalingconfig.config_text(config),
             GROUPS_KEY: autoscalingconfig.groups_json(cluster.spec),
-            WORKERS_KEY: "{}",
+            WORKERS_KEY: autoscalingconfig.json_text({}),
             PROVIDER_KEY: read_asset(PROVIDER_KEY),
             WRAPPER_KEY: read_asset(WRAPPER_KEY),
         },
@@ -169,6 +169,6 @@ def fold_templates(objects: list[Manifest]) -> list[Manifest]:
         meta = obj["metadata"]
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         if obj["kind"] == "ConfigMap" and key in templates:
-            obj["data"][WORKERS_KEY] = naming.canonical_json(templates.pop(key))
+            obj["data"][WORKERS_KEY] = autoscalingconfig.json_text(templates.pop(key))
     assert not templates, f"worker templates without their ConfigMap: {sorted(templates)}"
     return kept

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from renderer import naming
 from renderer.errors import JsonPath, Problem
 from renderer.manifest import Manifest
 
@@ -362,13 +361,22 @@ def derive(
     return config, []
 
 
+def json_text(value: object) -> str:
+    """Deterministic, reviewable JSON: sorted keys, 2-space indent, UTF-8, one final newline.
+
+    Used for every data key of the autoscaling ConfigMap (`autoscaling.yaml` too: JSON is
+    YAML), so that a change in git shows as a readable diff.
+    """
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def config_text(config: Manifest) -> str:
-    """`autoscaling.yaml`: the config as indented JSON, sorted keys (JSON is YAML)."""
-    return json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """`autoscaling.yaml`: the config as JSON text (which every YAML reader reads)."""
+    return json_text(config)
 
 
 def groups_json(spec: Manifest) -> str:
-    """`groups.json`: `{group: {min, max, replicas}}` with the CRD defaults, canonical JSON."""
+    """`groups.json`: `{group: {min, max, replicas}}` with the CRD defaults."""
     groups: dict[str, dict[str, int]] = {}
     for worker in spec.get("workerGroupSpecs") or []:
         low = int(worker.get("minReplicas", 0) or 0)
@@ -378,4 +386,4 @@ def groups_json(spec: Manifest) -> str:
             "max": int(high) if high is not None else _MAX_INT32,
             "replicas": int(worker.get("replicas", 0) or 0),
         }
-    return naming.canonical_json(groups)
+    return json_text(groups)

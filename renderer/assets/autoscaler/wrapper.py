@@ -8,6 +8,8 @@ Ray image's Python (>= 3.9; the standard library and Ray only). It does what Ray
 `python -m ray.autoscaler.v2.monitor` with the rendered config and the project's node
 provider on PYTHONPATH, and restarts it when it exits: under autoscaler v2 the head Pod
 has `restartPolicy: Never`, so the kubelet would not (reference autoscaling.md §5.1).
+Against a head on 127.0.0.1 (tests) pass `--gcs-address`/`--monitor-ip` and set
+`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, or Ray swaps the loopback address for the node's IP.
 """
 
 from __future__ import annotations
@@ -156,21 +158,24 @@ def keep_running(
     SIGTERM and SIGINT go to the running monitor; the wrapper then exits with its code.
     """
     monitor = _Monitor()
-    signal.signal(signal.SIGTERM, monitor.forward)
-    signal.signal(signal.SIGINT, monitor.forward)
+    previous = {sig: signal.signal(sig, monitor.forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     starts, code = 0, 0
-    while not monitor.stopping and (max_starts == 0 or starts < max_starts):
-        if starts:
-            before_restart()
-        starts += 1
-        log(f"starting Ray's autoscaler (start {starts}): {' '.join(command)}")
-        monitor.child = subprocess.Popen(command, env=dict(env))
-        code = monitor.child.wait()
-        monitor.child = None
-        if monitor.stopped():  # a signal came while the monitor ran
-            break
-        log(f"Ray's autoscaler exited with code {code}; restarting in {backoff:g} s")
-        sleep(backoff)
+    try:
+        while not monitor.stopped() and (max_starts == 0 or starts < max_starts):
+            if starts:
+                before_restart()
+            starts += 1
+            log(f"starting Ray's autoscaler (start {starts}): {' '.join(command)}")
+            monitor.child = subprocess.Popen(command, env=dict(env))
+            code = monitor.child.wait()
+            monitor.child = None
+            if monitor.stopped():  # a signal came while the monitor ran
+                break
+            log(f"Ray's autoscaler exited with code {code}; restarting in {backoff:g} s")
+            sleep(backoff)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return code
 
 
@@ -207,5 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
+def exit_status(code: int) -> int:
+    """A monitor killed by signal N (code -N) exits the wrapper as a shell would: 128 + N."""
+    return 128 - code if code < 0 else code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_status(main()))

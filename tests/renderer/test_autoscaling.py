@@ -17,7 +17,7 @@ import pytest
 
 from renderer import compile as compiler
 from renderer import naming
-from renderer.errors import Origin
+from renderer.errors import ManifestError, Origin
 from renderer.manifest import Manifest
 from renderer.model.document import Document
 from renderer.objects import autoscaling
@@ -191,3 +191,12 @@ def test_a_worker_template_without_its_configmap_is_a_bug() -> None:
     assert autoscaling.is_template(pod)
     with pytest.raises(AssertionError, match="without their ConfigMap"):
         autoscaling.fold_templates([pod])
+
+
+def test_kueue_plain_pod_groups_are_refused_with_autoscaling() -> None:
+    with pytest.raises(ManifestError) as caught:
+        render(cluster(), options=RenderOptions(kueue_queue="team"))
+    assert [d.problem.message for d in caught.value.diagnostics] == [
+        "Kueue's plain-pod groups need a fixed pod count, which an autoscaled cluster does not "
+        "have; remove the Kueue queue or set enableInTreeAutoscaling to false"
+    ]

@@ -8,6 +8,7 @@ directory, autoscaler version, node IP) run against the session's real Ray head.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shlex
 import signal
@@ -120,6 +121,17 @@ def test_keep_running_restarts_an_exiting_monitor(capsys: pytest.CaptureFixture[
     assert capsys.readouterr().out.count("exited with code 3") == 3
 
 
+def test_a_signal_during_a_run_stops_the_restarts() -> None:
+    # The monitor stands in for the kubelet: it sends SIGTERM to the wrapper, then exits.
+    code = wrapper.keep_running(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGTERM)"],
+        dict(os.environ),
+        backoff=0,
+        sleep=lambda _: pytest.fail("no restart after a signal"),
+    )
+    assert code in (0, -signal.SIGTERM)  # it may get the forwarded signal before it exits
+
+
 def test_a_signal_stops_the_monitor_and_the_wrapper() -> None:
     monitor = wrapper._Monitor()
     monitor.forward(signal.SIGTERM, None)  # nothing running yet: only remembered
@@ -207,10 +219,28 @@ def test_the_wrapper_process_forwards_sigterm_to_the_monitor(tmp_path: Path) -> 
 
 
 def test_the_ray_reads_against_a_real_head(ray_head: RayHead) -> None:
-    assert wrapper.node_ip()
-    logs = wrapper.head_log_dir(ray_head.gcs_address)
+    # In a child process: Ray's GCS client can end the process it runs in, and the Ray image
+    # runs these reads as a process of its own too.
+    script = (
+        "import json, sys\n"
+        "from renderer.assets.autoscaler import wrapper\n"
+        "address = sys.argv[1]\n"
+        "print(json.dumps([wrapper.node_ip(), wrapper.head_log_dir(address),\n"
+        "                  wrapper.uses_autoscaler_v2(address)]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, ray_head.gcs_address],
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},  # the head is loopback
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    ip, logs, v2 = json.loads(result.stdout.splitlines()[-1])
+    assert ip
     assert logs.endswith("/logs") and Path(logs).is_dir()
-    assert isinstance(wrapper.uses_autoscaler_v2(ray_head.gcs_address), bool)
+    assert isinstance(v2, bool)
 
 
 def test_main_refuses_a_head_on_autoscaler_v1(

@@ -384,3 +384,53 @@ def test_groups_json_holds_the_crd_defaults() -> None:
         "a": {"min": 0, "max": 2147483647, "replicas": 0},
         "b": {"min": 1, "max": 2147483647, "replicas": 0},
     }
+
+
+def _tpu_group(topology: str, accelerator: str) -> Manifest:
+    return {
+        "groupName": "tpu",
+        "rayStartParams": {"num-cpus": "1"},
+        "template": {
+            "spec": {
+                "containers": [{"resources": {"limits": {"google.com/tpu": "4"}}}],
+                "nodeSelector": {
+                    "cloud.google.com/gke-tpu-topology": topology,
+                    "cloud.google.com/gke-tpu-accelerator": accelerator,
+                },
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("topology", "accelerator"),
+    [("2x2", "tpu-v4-podslice"), ("", "tpu-v4-podslice"), ("2x2", "other"), ("2x2", "")],
+)
+def test_tpu_head_resources_follow_ray(topology: str, accelerator: str) -> None:
+    spec: Manifest = {
+        "headGroupSpec": {
+            "rayStartParams": {"num-cpus": "0"},
+            "template": {"spec": {"containers": [{}]}},
+        },
+        "workerGroupSpecs": [_tpu_group(topology, accelerator)],
+    }
+    cr = stored_raycluster("c", "ns", spec)
+    ours, problems = autoscalingconfig.derive("c", "ns", cr["spec"], ("spec",))
+    assert not problems and ours is not None
+    assert without_provider(ours) == without_provider(ray_derive(cr))
+
+
+def test_a_tpu_topology_ray_cannot_read_is_refused() -> None:
+    spec: Manifest = {
+        "headGroupSpec": {
+            "rayStartParams": {"num-cpus": "0"},
+            "template": {"spec": {"containers": [{}]}},
+        },
+        "workerGroupSpecs": [_tpu_group("2xq", "tpu-v4-podslice")],
+    }
+    cr = stored_raycluster("c", "ns", spec)
+    with pytest.raises(ValueError, match="invalid literal"):
+        ray_derive(cr)
+    ours, problems = autoscalingconfig.derive("c", "ns", cr["spec"], ("spec",))
+    assert ours is None
+    assert [p.message for p in problems] == ['Ray\'s autoscaler cannot read the TPU topology "2xq"']

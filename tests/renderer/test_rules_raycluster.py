@@ -1238,3 +1238,18 @@ def test_gated_samples_pass_with_their_gates_on():
     results = sample_results(RenderOptions().with_gates(**ALL_GATES))
     problems = {key: found for key, found in results.items() if found}
     assert problems == REFUSED_SAMPLES
+
+
+def test_autoscaling_without_containers_reports_only_the_container_rules():
+    doc = autoscaled(
+        headGroupSpec=head(template={"spec": {"containers": []}}),
+    )
+    assert run(doc) == [
+        f"error: {HEAD_POD}.containers: headGroupSpec should have at least one container; add "
+        "the Ray container"
+    ]
+    doc = autoscaled(workerGroupSpecs=[worker(template={"spec": {"containers": []}})])
+    assert run(doc) == [
+        f"error: {W0}.template.spec.containers: workerGroupSpec should have at least one "
+        "container; add the Ray container"
+    ]

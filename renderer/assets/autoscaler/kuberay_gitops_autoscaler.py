@@ -6,6 +6,6 @@ byte for byte, into the `<cluster>-autoscaling` ConfigMap. Until the real file i
 importing it fails loudly, so no autoscaler ever runs with this placeholder.
 """
 
-raise ImportError(
+raise ImportError(  # pragma: no cover - the placeholder is never imported
     "kuberay_gitops_autoscaler is a placeholder: this kuberay-gitops build has no node provider"
 )

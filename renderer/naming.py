@@ -43,6 +43,8 @@ ANN_KUBERAY_VERSION: Final = "ray.io/kuberay-version"
 ANN_OVERWRITE_CMD: Final = "ray.io/overwrite-container-cmd"
 ANN_ENABLE_SERVE_SERVICE: Final = "ray.io/enable-serve-service"
 ANN_INGRESS_CLASS: Final = "kubernetes.io/ingress.class"
+# Read by Ray's KubeRay provider only: in-place pod resize specs (not supported here).
+ANN_IPPR: Final = "ray.io/ippr"
 
 # The project's own keys (DESIGN §1): what the syncer uses to find its work.
 MANAGED_BY: Final = "app.kubernetes.io/managed-by"

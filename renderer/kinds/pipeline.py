@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 from renderer.errors import Problem, has_error
 from renderer.manifest import Manifest
+from renderer.objects import autoscaling
 from renderer.options import RenderOptions
 from renderer.rules.document import is_managed_by_kuberay
 
@@ -52,7 +53,9 @@ class Prepared(Generic[M]):
     def build(self) -> Built:
         """The objects, and the problems only building finds (none built on an error)."""
         problems, objects = self.kind.build(self.model, self.options)
-        return problems, [] if has_error(problems) else objects
+        # Autoscaled worker templates went through every step a Pod does; now they move
+        # into their ConfigMap (objects.autoscaling).
+        return problems, [] if has_error(problems) else autoscaling.fold_templates(objects)
 
 
 def prepare(

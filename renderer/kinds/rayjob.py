@@ -24,8 +24,8 @@ from renderer.model.rayjob import (
     parse_rayjob,
 )
 from renderer.model.schedulers import wants_scheduling
+from renderer.objects import autoscaling, intent, services, submitter, wrapper
 from renderer.objects import cluster as cluster_objects
-from renderer.objects import intent, services, submitter, wrapper
 from renderer.options import RenderOptions
 from renderer.rules import batchscheduler as batch_rules
 from renderer.rules import raycluster as cluster_rules
@@ -80,7 +80,9 @@ def _pod_names(objects: list[Manifest], node_type: str) -> list[str]:
     return [
         str(o["metadata"]["name"])
         for o in objects
-        if o["kind"] == "Pod" and o["metadata"]["labels"].get(naming.RAY_NODE_TYPE) == node_type
+        if o["kind"] == "Pod"
+        and o["metadata"]["labels"].get(naming.RAY_NODE_TYPE) == node_type
+        and not autoscaling.is_template(o)  # the syncer names autoscaled workers
     ]
 
 

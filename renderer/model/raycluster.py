@@ -125,6 +125,17 @@ class RayCluster:
         return self.spec.get("suspend") is True
 
     @property
+    def autoscaling(self) -> bool:
+        """`enableInTreeAutoscaling: true`: Ray's autoscaler sizes the worker groups."""
+        return self.spec.get("enableInTreeAutoscaling") is True
+
+    @property
+    def autoscaler_version(self) -> str | None:
+        """`autoscalerOptions.version` (`v2`; `v1` is refused), or None when unset."""
+        version = (self.spec.get("autoscalerOptions") or {}).get("version")
+        return str(version) if version is not None else None
+
+    @property
     def ft_enabled(self) -> bool:
         """GCS fault tolerance is on (options, or the legacy annotation)."""
         if self.spec.get("gcsFaultToleranceOptions") is not None:

@@ -9,15 +9,20 @@ from __future__ import annotations
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
 from renderer.model.schedulers import wants_scheduling
-from renderer.objects import network, pki, pods, redis_cleanup, services, storage
+from renderer.objects import autoscaling, network, pki, pods, redis_cleanup, services, storage
 from renderer.options import RenderOptions
 
 
 def build_cluster(
     cluster: RayCluster, options: RenderOptions, *, job_name: str | None = None
 ) -> list[Manifest]:
-    """Services, Ingress, PVC, NetworkPolicies, PKI, Pods and the Redis cleanup anchor."""
+    """Services, Ingress, PVC, NetworkPolicies, PKI, Pods, autoscaling, Redis cleanup anchor.
+
+    With autoscaling, the worker Pods are templates until `autoscaling.fold_templates`.
+    """
     objects: list[Manifest] = []
+    if cluster.autoscaling:
+        objects.extend(autoscaling.build_rbac(cluster))
     if cluster.head.get("enableIngress") is True:
         objects.append(services.build_ingress(cluster))
     objects.append(services.build_head_service(cluster, options))
@@ -32,6 +37,8 @@ def build_cluster(
     objects.extend(pods.build_pods(cluster, options))
     if cluster.ft_enabled and cluster.ft_backend == "redis":
         objects.extend(redis_cleanup.build_anchor(cluster, pods.build_head_pod(cluster, options)))
+    if cluster.autoscaling and not cluster.suspended:
+        objects.append(autoscaling.build_configmap(cluster))
     return objects
 
 

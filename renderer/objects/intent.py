@@ -21,7 +21,7 @@ from renderer.model.rayjob import (
     runtime_env_json,
 )
 from renderer.model.rayservice import RayServicePlan, route_port
-from renderer.objects import gateway
+from renderer.objects import autoscaling, gateway
 from renderer.options import RenderOptions
 from schemas.intent import (
     ANN_PROGRESS_DEADLINE,
@@ -162,7 +162,8 @@ def _generation(
     service: RayServicePlan, options: RenderOptions, objects: list[Manifest]
 ) -> Generation:
     cluster = service.cluster
-    pods = [o for o in objects if o["kind"] == "Pod"]
+    # Autoscaled worker templates have no name yet: the syncer names those Pods.
+    pods = [o for o in objects if o["kind"] == "Pod" and not autoscaling.is_template(o)]
     head = [p["metadata"]["name"] for p in pods if _node_type(p) == "head"]
     dashboard = cluster.service_ports["dashboard"]
     return {

@@ -17,7 +17,7 @@ from renderer.model.raycluster import (
     RayCluster,
     WorkerGroup,
 )
-from renderer.objects import shape, startparams
+from renderer.objects import autoscaling, shape, startparams
 from renderer.options import RenderOptions
 from renderer.rules.versions import at_least
 
@@ -281,6 +281,89 @@ def _collector_container(
     return container
 
 
+# --- the autoscaler sidecar (enableInTreeAutoscaling) -------------------------------------
+
+
+def _autoscaler_container(
+    cluster: RayCluster, pod_spec: Manifest, ray: Manifest, options: RenderOptions
+) -> Manifest:
+    """KubeRay's `autoscaler` container (§2.12), running the project's wrapper.
+
+    The wrapper takes the place of `ray kuberay-autoscaler` (reference autoscaling.md §5.1);
+    `KUBERAY_GEN_AUTOSCALER_START_CMD` holds it, so a user `command`/`args` that runs the
+    variable (KubeRay's documented override) runs the wrapper too.
+    """
+    command = autoscaling.wrapper_command(cluster)
+    container: Manifest = {
+        "name": "autoscaler",
+        "image": ray.get("image"),
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            _field_env("RAY_CLUSTER_NAME", "metadata.labels['ray.io/cluster']"),
+            _field_env("RAY_CLUSTER_NAMESPACE", "metadata.namespace"),
+            _field_env("RAY_HEAD_POD_NAME", "metadata.name"),
+            {"name": "KUBERAY_CRD_VER", "value": "v1"},
+            {"name": "KUBERAY_GEN_AUTOSCALER_START_CMD", "value": command},
+            {"name": "PYTHONPATH", "value": autoscaling.CONFIG_DIR},
+        ],
+        "command": ["/bin/bash", "-cl" if options.login_shell else "-c", "--"],
+        "args": [command],
+        "resources": _fixed_resources("500m", "512Mi"),
+    }
+    _apply_token_auth(cluster, pod_spec, container)
+    if _tls_enabled(cluster, options):
+        _apply_tls(container)
+    overrides = cluster.spec.get("autoscalerOptions") or {}
+    for key in ("resources", "image", "imagePullPolicy", "securityContext"):
+        if overrides.get(key) is not None:
+            container[key] = clone(overrides[key])
+    for key in ("env", "envFrom", "volumeMounts"):
+        if overrides.get(key):
+            container[key] = [*(container.get(key) or []), *clone(overrides[key])]
+    for key in ("command", "args"):
+        if overrides.get(key):
+            container[key] = clone(overrides[key])
+    return container
+
+
+def _apply_autoscaling(
+    cluster: RayCluster,
+    pod: Manifest,
+    ray: Manifest,
+    params: dict[str, str],
+    options: RenderOptions,
+) -> Manifest | None:
+    """§2.1 step 6: no monitor in the Ray container, the head's SA, the sidecar, v2's env."""
+    if not cluster.autoscaling:
+        return None
+    spec = pod["spec"]
+    params["no-monitor"] = "true"
+    spec["serviceAccountName"] = autoscaling.service_account_name(cluster)
+    container = _autoscaler_container(cluster, spec, ray, options)
+    spec["containers"].append(container)
+    if cluster.autoscaler_version == "v2":
+        _set_env(ray, "RAY_enable_autoscaler_v2", "true", if_absent=False)
+        spec["restartPolicy"] = "Never"
+    return container
+
+
+def _mount_autoscaling(cluster: RayCluster, pod_spec: Manifest, container: Manifest) -> None:
+    """The two mounts of the sidecar: KubeRay's shared `ray-logs`, then the rendered config."""
+    if not _has_mount(container, path="/tmp/ray"):
+        _append_mount(container, {"name": "ray-logs", "mountPath": "/tmp/ray"})
+    _add_volume(
+        pod_spec,
+        {
+            "name": autoscaling.CONFIG_VOLUME,
+            "configMap": {"name": autoscaling.configmap_name(cluster.name)},
+        },
+    )
+    _append_mount(
+        container,
+        {"name": autoscaling.CONFIG_VOLUME, "mountPath": autoscaling.CONFIG_DIR, "readOnly": True},
+    )
+
+
 # --- the shared pieces of head and worker pods ----------------------------------------------
 
 
@@ -463,12 +546,13 @@ def _finish(
     *,
     head: bool,
     collector: bool,
+    logs: bool = False,
 ) -> None:
     """Steps shared by head and worker from /dev/shm onwards (§2.1 steps 14-18)."""
     spec = pod["spec"]
     ray = spec["containers"][0]
     _shared_memory(spec, ray, params)
-    if collector:
+    if collector or logs:
         _add_volume(spec, {"name": "ray-logs", "emptyDir": {}})
         if not _has_mount(ray, path="/tmp/ray"):
             _append_mount(ray, {"name": "ray-logs", "mountPath": "/tmp/ray"})
@@ -527,6 +611,7 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
     params.setdefault("metrics-export-port", str(METRICS_PORT))
     params.setdefault("dashboard-agent-listen-port", str(DEFAULT_AGENT_PORT))
     _overwrite_annotation(cluster, pod)
+    autoscaler = _apply_autoscaling(cluster, pod, ray, params, options)
     _apply_head_ft(cluster, pod, ray, params)
     startparams.apply_container_resources(params, ray)
     _metrics_port(ray)
@@ -543,7 +628,17 @@ def build_head_pod(cluster: RayCluster, options: RenderOptions) -> Manifest:
         spec["containers"].append(
             _collector_container(cluster, options, collector, spec, head=True)
         )
-    _finish(cluster, pod, params, options, head=True, collector=collector is not None)
+    _finish(
+        cluster,
+        pod,
+        params,
+        options,
+        head=True,
+        collector=collector is not None,
+        logs=autoscaler is not None,
+    )
+    if autoscaler is not None:
+        _mount_autoscaling(cluster, spec, autoscaler)
     pod["metadata"].setdefault("annotations", {})[naming.ANN_KUBERAY_VERSION] = (
         options.kuberay_version
     )
@@ -619,6 +714,8 @@ def build_worker_pod_template(
             _collector_container(cluster, options, collector, spec, head=False)
         )
     _finish(cluster, pod, params, options, head=False, collector=collector is not None)
+    if cluster.autoscaling and cluster.autoscaler_version == "v2":
+        spec["restartPolicy"] = "Never"
     return pod
 
 
@@ -652,11 +749,27 @@ def build_worker_pods(
     return pods
 
 
+def build_autoscaled_template(
+    cluster: RayCluster, group: WorkerGroup, options: RenderOptions
+) -> Manifest:
+    """The worker Pod the syncer creates for `group`, marked for the autoscaling ConfigMap.
+
+    Exactly a rendered worker (the same `kuberay.io/pod-template-hash`) without its name and
+    replica index, which the syncer gives each Pod it creates.
+    """
+    base = build_worker_pod_template(cluster, group, options)
+    base["metadata"]["labels"][naming.TEMPLATE_HASH] = naming.content_hash(base)
+    return autoscaling.mark_template(base, cluster)
+
+
 def build_pods(cluster: RayCluster, options: RenderOptions) -> list[Manifest]:
     """All Pods of a cluster; none while it is suspended (§5.1)."""
     if cluster.suspended:
         return []
     pods = [build_head_pod(cluster, options)]
     for group in cluster.workers:
-        pods.extend(build_worker_pods(cluster, group, options))
+        if cluster.autoscaling:
+            pods.append(build_autoscaled_template(cluster, group, options))
+        else:
+            pods.extend(build_worker_pods(cluster, group, options))
     return pods

@@ -80,6 +80,15 @@ def check_kueue(
                 f"Kueue queue {queue!r} cannot name a LocalQueue: {errors[0]}",
             )
         )
+    if (cluster_spec or {}).get("enableInTreeAutoscaling") is True:
+        # A plain-pod group has a fixed total count; the syncer's dynamic workers have none.
+        problems.append(
+            Problem(
+                (*spec_path, "enableInTreeAutoscaling"),
+                "Kueue's plain-pod groups need a fixed pod count, which an autoscaled cluster "
+                "does not have; remove the Kueue queue or set enableInTreeAutoscaling to false",
+            )
+        )
     groups = len((cluster_spec or {}).get("workerGroupSpecs") or [])
     roles = 1 + groups + (1 if submitter else 0)
     if roles > bs.KUEUE_MAX_POD_SETS:

@@ -19,6 +19,7 @@ from renderer.errors import JsonPath, Problem, Severity, show
 from renderer.goformat import go_list, go_quote
 from renderer.manifest import Manifest
 from renderer.model.raycluster import RayCluster
+from renderer.objects import autoscalingconfig
 from renderer.options import RenderOptions
 from renderer.rules import document, limits, versions
 from renderer.rules.document import as_dict, as_list, as_text, gate_hint
@@ -160,7 +161,7 @@ def check_raycluster(
 
     check = _Check(spec, as_dict(metadata.get("annotations")), options, creator, spec_at)
     _check_head(check)
-    _check_project_autoscaling(check)
+    _check_autoscaling_support(check)
     _check_groups(check)
     _check_gcs_ft(check)
     _check_autoscaler(check)
@@ -220,14 +221,69 @@ def _check_head(check: _Check) -> None:
     _check_group_labels(check, head_at, check.head, "Head")
 
 
-def _check_project_autoscaling(check: _Check) -> None:
-    """The renderer's refusal: no autoscaler yet (DESIGN §3)."""
-    if check.autoscaling:
+def _check_autoscaling_support(check: _Check) -> None:
+    """The renderer's limits on autoscaling (reference autoscaling.md §5.2), and Ray's reads.
+
+    Ray's autoscaler v2 runs with the project's node provider; multi-host groups, autoscaler
+    v1 and in-place resize are refused for now. A spec whose resources Ray's derivation
+    cannot read (its autoscaler would crash-loop) is refused at the field.
+    """
+    if not check.autoscaling:
+        return
+    options = as_dict(check.spec.get("autoscalerOptions"))
+    options_at = (*check.at, "autoscalerOptions")
+    if check.autoscaler_version == "v1":
         check.add(
-            (*check.at, "enableInTreeAutoscaling"),
-            "autoscaling is not supported yet by kuberay render; set enableInTreeAutoscaling "
-            "to false (a later release adds it)",
+            (*options_at, "version"),
+            "kuberay render runs Ray's autoscaler v2 only; autoscaler v1 is not supported: set "
+            "autoscalerOptions.version to v2 (or leave it unset)",
         )
+    found = _first_env(check.head_container, _AUTOSCALER_V2_ENV)
+    if (
+        check.autoscaler_version is None
+        and found is not None
+        and as_text(found[1].get("value")).lower() not in _TRUE_VALUES
+    ):
+        check.add(
+            (*check.head_container_at, "env", found[0]),
+            f"{_AUTOSCALER_V2_ENV}={show(as_text(found[1].get('value')))} asks for autoscaler "
+            "v1, which kuberay render does not support: set autoscalerOptions.version to v2",
+        )
+    if naming.ANN_IPPR in check.annotations:
+        check.add(
+            ("metadata", "annotations", naming.ANN_IPPR),
+            f"in-place pod resize ({naming.ANN_IPPR}) needs KubeRay's own autoscaler provider "
+            "and is not supported by kuberay render; remove the annotation",
+        )
+    image = options.get("image")
+    head_image = check.head_container.get("image")
+    if image is not None and image != head_image:
+        check.add(
+            (*options_at, "image"),
+            f"the autoscaler image {show(image)} differs from the head's {show(head_image)}: "
+            "the autoscaler's Ray must match the GCS it talks to",
+            "warning",
+        )
+    for at, group in check.groups:
+        hosts = group.get("numOfHosts", 1)
+        if isinstance(hosts, int) and hosts > 1:
+            check.add(
+                (*at, "numOfHosts"),
+                f"worker group {as_text(group.get('groupName'))} has numOfHosts {hosts}: "
+                "kuberay render does not autoscale multi-host groups yet; set "
+                "enableInTreeAutoscaling to false or numOfHosts to 1",
+            )
+    checked = dict(check.spec)
+    checked["workerGroupSpecs"] = [group for _, group in check.groups]
+    if not as_list(check.head_pod.get("containers")):
+        return  # rule 1 reports it; Ray reads the first container
+    if any(
+        not as_list(as_dict(g.get("template")).get("spec", {}).get("containers"))
+        for g in checked["workerGroupSpecs"]
+    ):
+        return  # rule 4a reports it
+    _, problems = autoscalingconfig.derive("", "", checked, check.at)
+    check.problems.extend(problems)
 
 
 def _check_groups(check: _Check) -> None:
@@ -493,8 +549,7 @@ def _check_autoscaler(check: _Check) -> None:
                 (*env_at, found[0]),
                 f"environment variable {_AUTOSCALER_V2_ENV} cannot be set to "
                 f"'{as_text(found[1].get('value'))}' when enableInTreeAutoscaling is false. Please "
-                "set enableInTreeAutoscaling: true to use autoscaler v2 (kuberay render does not "
-                "support autoscaling yet, so remove the variable)",
+                "set enableInTreeAutoscaling: true to use autoscaler v2",
             )
     else:
         for at, group in check.groups:

@@ -38,6 +38,10 @@ def test_packages_are_found_not_listed() -> None:
 
 def test_the_json_schemas_and_lua_scripts_ship_as_package_data() -> None:
     data = _config()["package-data"]
-    assert data == {"schemas": ["*.json"], "renderer.health": ["*.lua"]}
+    assert data == {
+        "schemas": ["*.json"],
+        "renderer.health": ["*.lua"],
+        "renderer.assets.autoscaler": ["*.py"],
+    }
     assert list((ROOT / "schemas").glob("*_v1.json"))
     assert list((ROOT / "renderer" / "health").glob("*.lua"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -109,10 +110,7 @@ DNS1035 = (
     "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
     "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
 )
-AUTOSCALING = (
-    "error: $.spec.enableInTreeAutoscaling: autoscaling is not supported yet by kuberay render; "
-    "set enableInTreeAutoscaling to false (a later release adds it)"
-)
+AUTOSCALED_WORKER = {"resources": {"limits": {"cpu": "1"}}}
 
 
 def test_valid_cluster_has_no_problems():
@@ -551,8 +549,7 @@ def test_autoscaler_v2_env_needs_autoscaling(value):
     assert run(doc) == [
         f"error: {HEAD_ENV}[0]: environment variable RAY_enable_autoscaler_v2 cannot be set to "
         f"'{value}' when enableInTreeAutoscaling is false. Please set enableInTreeAutoscaling: "
-        "true to use autoscaler v2 (kuberay render does not support autoscaling yet, so remove "
-        "the variable)"
+        "true to use autoscaler v2"
     ]
 
 
@@ -560,24 +557,33 @@ def test_autoscaler_v2_env_false_is_fine():
     assert run(raycluster(headGroupSpec=with_head_env(RAY_enable_autoscaler_v2="false"))) == []
 
 
-def test_autoscaling_is_refused():
-    assert run(raycluster(enableInTreeAutoscaling=True)) == [AUTOSCALING]
+def autoscaled(**fields: Any) -> Manifest:
+    """A cluster Ray's autoscaler can read: CPUs on the head and on the worker."""
+    ray = ray_container(**AUTOSCALED_WORKER)
+    fields.setdefault("headGroupSpec", head(template=pod(ray)))
+    fields.setdefault("workerGroupSpecs", [worker(template=pod(ray))])
+    return raycluster(enableInTreeAutoscaling=True, **fields)
+
+
+def test_autoscaling_is_rendered():
+    assert run(autoscaled()) == []
+    assert run(autoscaled(autoscalerOptions={"version": "v2"})) == []
     assert run(raycluster(enableInTreeAutoscaling=False)) == []
 
 
 def test_autoscaling_rules_still_reported():
-    doc = raycluster(
-        enableInTreeAutoscaling=True,
+    ray = ray_container(env=env(RAY_enable_autoscaler_v2="true"), **AUTOSCALED_WORKER)
+    doc = autoscaled(
         autoscalerOptions={"version": "v2"},
-        headGroupSpec=head(
-            template=pod(
-                ray_container(env=env(RAY_enable_autoscaler_v2="true")), restartPolicy="Always"
+        headGroupSpec=head(template=pod(ray, restartPolicy="Always")),
+        workerGroupSpecs=[
+            worker(
+                suspend=True,
+                template=pod(ray_container(**AUTOSCALED_WORKER), restartPolicy="OnFailure"),
             )
-        ),
-        workerGroupSpecs=[worker(suspend=True, template=pod(restartPolicy="OnFailure"))],
+        ],
     )
     assert run(doc) == [
-        AUTOSCALING,
         f"error: {W0}.suspend: worker group small cannot be suspended with Autoscaler enabled",
         f"error: {HEAD_ENV}[0]: both .spec.autoscalerOptions.version and head Pod env var "
         "RAY_enable_autoscaler_v2 are set, please only use the former",
@@ -588,16 +594,85 @@ def test_autoscaling_rules_still_reported():
     ]
 
 
-def test_autoscaler_v1_restart_policy_is_a_warning():
-    doc = raycluster(
-        enableInTreeAutoscaling=True,
+V1 = (
+    "error: $.spec.autoscalerOptions.version: kuberay render runs Ray's autoscaler v2 only; "
+    "autoscaler v1 is not supported: set autoscalerOptions.version to v2 (or leave it unset)"
+)
+
+
+def test_autoscaler_v1_is_refused_and_its_restart_policy_is_a_warning():
+    doc = autoscaled(
         autoscalerOptions={"version": "v1"},
-        workerGroupSpecs=[worker(template=pod(restartPolicy="Always")), worker("b")],
+        workerGroupSpecs=[
+            worker(template=pod(ray_container(**AUTOSCALED_WORKER), restartPolicy="Always")),
+            worker("b", template=pod(ray_container(**AUTOSCALED_WORKER))),
+        ],
     )
     assert run(doc) == [
-        AUTOSCALING,
+        V1,
         f"warning: {W0}.template.spec.restartPolicy: restartPolicy for worker groups [small] "
         "should be Never or unset when using autoscaler V1",
+    ]
+
+
+@pytest.mark.parametrize("value", ["false", "0", "no"])
+def test_autoscaler_v1_by_head_env_is_refused(value):
+    ray = ray_container(env=env(RAY_enable_autoscaler_v2=value), **AUTOSCALED_WORKER)
+    assert run(autoscaled(headGroupSpec=head(template=pod(ray)))) == [
+        f"error: {HEAD_ENV}[0]: RAY_enable_autoscaler_v2={json.dumps(value)} asks for autoscaler "
+        "v1, which kuberay render does not support: set autoscalerOptions.version to v2"
+    ]
+    ray = ray_container(env=env(RAY_enable_autoscaler_v2="True"), **AUTOSCALED_WORKER)
+    assert run(autoscaled(headGroupSpec=head(template=pod(ray)))) == []
+
+
+def test_multi_host_groups_and_in_place_resize_are_refused_with_autoscaling():
+    doc = autoscaled(
+        annotations={"ray.io/ippr": "{}"},
+        workerGroupSpecs=[
+            worker(numOfHosts=2, template=pod(ray_container(**AUTOSCALED_WORKER))),
+            worker("b", numOfHosts=1, template=pod(ray_container(**AUTOSCALED_WORKER))),
+        ],
+    )
+    assert run(doc) == [
+        'error: $.metadata.annotations["ray.io/ippr"]: in-place pod resize (ray.io/ippr) needs '
+        "KubeRay's own autoscaler provider and is not supported by kuberay render; remove the "
+        "annotation",
+        f"error: {W0}.numOfHosts: worker group small has numOfHosts 2: kuberay render does not "
+        "autoscale multi-host groups yet; set enableInTreeAutoscaling to false or numOfHosts to 1",
+    ]
+
+
+def test_an_autoscaler_image_other_than_the_heads_is_a_warning():
+    assert run(autoscaled(autoscalerOptions={"image": "rayproject/ray:2.52.0"})) == []
+    assert run(autoscaled(autoscalerOptions={"image": "rayproject/ray:2.53.0"})) == [
+        'warning: $.spec.autoscalerOptions.image: the autoscaler image "rayproject/ray:2.53.0" '
+        "differs from the head's \"rayproject/ray:2.52.0\": the autoscaler's Ray must match the "
+        "GCS it talks to"
+    ]
+
+
+def test_resources_rays_autoscaler_cannot_read_are_refused():
+    doc = raycluster(
+        enableInTreeAutoscaling=True,
+        headGroupSpec=head(rayStartParams={"num-cpus": "0.5"}),
+        workerGroupSpecs=[
+            worker(),
+            worker("b", resources={"CPU": "1", "x": "lots"}),
+            worker("c", rayStartParams={"resources": '"{\\"X\\": 1.5}"', "num-cpus": "1"}),
+        ],
+    )
+    reader = "Ray's autoscaler cannot read the resources of group"
+    assert run(doc) == [
+        f"error: {HEAD}.rayStartParams.num-cpus: {reader} headgroup: rayStartParams num-cpus "
+        '"0.5" is not an integer (Ray reads it with int())',
+        f"error: {W0}.template.spec.containers[0]: Ray's autoscaler cannot detect the CPUs of "
+        "group small: set the num-cpus rayStartParam or a CPU limit or request on the Ray "
+        "container",
+        f"error: $.spec.workerGroupSpecs[1].resources.x: {reader} b: invalid number format: lots",
+        "error: $.spec.workerGroupSpecs[2].rayStartParams.resources: Ray's autoscaler cannot "
+        "read the resources rayStartParam of group c: expected a quoted JSON object of integers, "
+        'e.g. \'"{\\"Custom1\\": 1}"\'',
     ]
 
 
@@ -1133,15 +1208,7 @@ REFUSED_SAMPLES: dict[tuple[str, int], list[str]] = {
     ("pytorch-resnet-image-classifier/ray-job.pytorch-image-classifier.yaml", 0): [_GENERATE_NAME],
     ("pytorch-text-classifier/ray-job.pytorch-distributed-training.yaml", 0): [_GENERATE_NAME],
     ("ray-job.kueue-toy-sample.yaml", 0): [_GENERATE_NAME],
-    ("ray-cluster-label-selector.yaml", 0): [AUTOSCALING],
-    ("ray-cluster.auth.secret-ref.yaml", 1): [AUTOSCALING],
-    ("ray-cluster.auth.yaml", 0): [AUTOSCALING, _RANDOM_TOKEN],
-    ("ray-cluster.autoscaler-v2-overwrite-cmd.yaml", 0): [AUTOSCALING],
-    ("ray-cluster.autoscaler-v2.yaml", 0): [AUTOSCALING],
-    ("ray-service.incremental-upgrade.yaml", 0): [
-        "error: $.spec.rayClusterConfig.enableInTreeAutoscaling: autoscaling is not supported yet "
-        "by kuberay render; set enableInTreeAutoscaling to false (a later release adds it)"
-    ],
+    ("ray-cluster.auth.yaml", 0): [_RANDOM_TOKEN],
 }
 CHECKERS = {"RayCluster": check_raycluster, "RayJob": check_rayjob, "RayService": check_rayservice}
 
@@ -1202,3 +1269,18 @@ def test_a_variable_reference_or_a_secret_is_no_literal_password(value: str):
     assert run(legacy) == []
     secret = {"valueFrom": {"secretKeyRef": {"name": "redis", "key": "password"}}}
     assert run(raycluster(gcsFaultToleranceOptions={**REDIS, "redisPassword": secret})) == []
+
+
+def test_autoscaling_without_containers_reports_only_the_container_rules():
+    doc = autoscaled(
+        headGroupSpec=head(template={"spec": {"containers": []}}),
+    )
+    assert run(doc) == [
+        f"error: {HEAD_POD}.containers: headGroupSpec should have at least one container; add "
+        "the Ray container"
+    ]
+    doc = autoscaled(workerGroupSpecs=[worker(template={"spec": {"containers": []}})])
+    assert run(doc) == [
+        f"error: {W0}.template.spec.containers: workerGroupSpec should have at least one "
+        "container; add the Ray container"
+    ]

@@ -8,7 +8,14 @@ import pytest
 
 from renderer.options import RenderOptions
 from renderer.rules.rayjob import check_rayjob
-from tests.renderer.test_rules_raycluster import cluster_spec, head, lines, pod, ray_container
+from tests.renderer.test_rules_raycluster import (
+    autoscaled,
+    cluster_spec,
+    head,
+    lines,
+    pod,
+    ray_container,
+)
 
 Manifest = dict[str, Any]
 
@@ -170,7 +177,7 @@ def test_legacy_policies_with_cluster_selector_autoscaling_and_shutdown():
     )
     assert run(harmless) == []
     autoscaling = rayjob(
-        rayClusterSpec=cluster_spec(enableInTreeAutoscaling=True),
+        rayClusterSpec=autoscaled()["spec"],
         shutdownAfterJobFinishes=True,
         deletionStrategy={
             "onSuccess": {"policy": "DeleteWorkers"},
@@ -182,8 +189,6 @@ def test_legacy_policies_with_cluster_selector_autoscaling_and_shutdown():
         "RayCluster with autoscaling enabled",
         f"error: {DS}.onFailure.policy: shutdownAfterJobFinishes is set to 'true' while deletion "
         "policy is 'DeleteNone'; choose another policy or remove shutdownAfterJobFinishes",
-        "error: $.spec.rayClusterSpec.enableInTreeAutoscaling: autoscaling is not supported yet "
-        "by kuberay render; set enableInTreeAutoscaling to false (a later release adds it)",
     ]
 
 

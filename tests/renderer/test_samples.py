@@ -31,11 +31,7 @@ OPTIONS = RenderOptions(
 
 # Samples the renderer refuses, and the one line that says why. A change here shows in review.
 REFUSED = {
-    "ray-cluster.autoscaler-v2-overwrite-cmd.yaml": "autoscaling is not supported yet",
-    "ray-cluster.autoscaler-v2.yaml": "autoscaling is not supported yet",
     "ray-cluster.auth.yaml": "cannot live in git",
-    "ray-cluster.auth.secret-ref.yaml": "autoscaling is not supported yet",
-    "ray-cluster-label-selector.yaml": "autoscaling is not supported yet",
 }
 
 

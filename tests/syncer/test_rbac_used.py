@@ -42,7 +42,8 @@ VERBS = {
 _CALL = re.compile(r"\b_?kube\.(\w+)\(\s*([\w.]+)")
 _WATCHING = re.compile(r"Cache\.watching\(\s*[\w.]+,\s*([\w.]+)")
 _ANNOTATE = re.compile(r"status\.annotate\(\s*[^,]+,\s*[^,]+,\s*([^,]+),")
-_DELETE = re.compile(r"(?<![\w.])(?<!def )_delete\(\s*[\w.]+,\s*([\w.]+)")  # rayjob/actions.py's helper
+# rayjob/actions.py's _delete(kube, RESOURCE, obj) helper
+_DELETE = re.compile(r"(?<![\w.])(?<!def )_delete\(\s*[\w.]+,\s*([\w.]+)")
 _LOOP = re.compile(r"for (\w+) in ([\w.]+):")
 Grant = tuple[str, str, str]  # (group, resource, verb)
 

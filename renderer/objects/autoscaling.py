@@ -12,7 +12,7 @@ marked Pods so that every later step (batch-scheduler metadata) reaches them, th
 
 from __future__ import annotations
 
-from importlib import resources
+from pathlib import Path
 from typing import Final
 
 from renderer import naming
@@ -28,7 +28,7 @@ WORKERS_KEY: Final = "workers.json"
 GROUPS_KEY: Final = "groups.json"
 PROVIDER_KEY: Final = "kuberay_gitops_autoscaler.py"
 WRAPPER_KEY: Final = "wrapper.py"
-_ASSETS: Final = "renderer.assets.autoscaler"
+_ASSET_DIR: Final = Path(__file__).resolve().parent.parent / "assets" / "autoscaler"
 # A worker template's mark until `fold_templates` moves it into its ConfigMap: not a
 # Kubernetes field, so a template that escaped the fold could never be applied.
 _TEMPLATE_MARK: Final = "x-kuberay-autoscaling-configmap"
@@ -49,7 +49,9 @@ def wrapper_command(cluster: RayCluster) -> str:
 
 def read_asset(name: str) -> str:
     """A source shipped in `renderer/assets/autoscaler/`, as text (byte for byte UTF-8)."""
-    return resources.files(_ASSETS).joinpath(name).read_bytes().decode("utf-8")
+    # Read beside the package, not through importlib.resources (which loads zipfile,
+    # tempfile and shutil on every start: issue 11's start-up budget).
+    return (_ASSET_DIR / name).read_bytes().decode("utf-8")
 
 
 def _rbac_labels(cluster: RayCluster) -> dict[str, str]:

@@ -42,7 +42,7 @@ from syncer.rayjob import machine
 from syncer.rayjob.intent import parse_job_intent
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.harness import render
-from tests.syncer.test_rayjob_reconciler import JOB
+from tests.syncer.test_rayjob_reconciler import demo_job
 
 
 class Clock:
@@ -449,4 +449,4 @@ def test_an_intent_naming_another_place_is_a_clean_intent_error(claim: Manifest)
 
 
 def _job_text() -> str:
-    return JOB.format(mode="HTTPMode", backoff=0)
+    return demo_job(mode="HTTPMode")

@@ -28,7 +28,7 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
-from tests.syncer.test_rayjob_reconciler import JOB, Rig, play_submitter
+from tests.syncer.test_rayjob_reconciler import Rig, demo_job, play_submitter
 
 Manifest = dict[str, Any]
 SYNCER_AGENT = "kuberay-syncer/under-test"
@@ -87,7 +87,7 @@ def rig(kube_api: KubeApi) -> Iterator[Rig]:
 
 
 def _job(name: str, mode: str = "K8sJobMode") -> str:
-    return JOB.format(mode=mode, backoff=0).replace("name: demo", f"name: {name}")
+    return demo_job(mode=mode).replace("name: demo", f"name: {name}")
 
 
 def _complete(rig: Rig) -> Manifest:

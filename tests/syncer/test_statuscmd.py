@@ -190,6 +190,7 @@ def test_status_lists_clusters_like_kubectl_get_raycluster(kube_api: KubeApi) ->
             "metadata": {
                 "name": "gpu-pool-kuberay-status",
                 "labels": {
+                    "app.kubernetes.io/managed-by": "kuberay-syncer",  # only the syncer's maps
                     "kuberay.io/role": "status",
                     "kuberay.io/origin-kind": "RayCluster",
                     "kuberay.io/origin-name": "gpu-pool",

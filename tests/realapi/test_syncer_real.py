@@ -425,9 +425,9 @@ def test_the_rendered_role_grants_the_syncer_no_more_than_it_needs(rig: Rig) -> 
     assert allowed("patch", "pods", ns)
     assert allowed("watch", "jobs", ns, "batch")
     assert allowed("create", "configmaps", ns)
-    # What it must not do: create pods (git does), read secrets (no auth Secret set),
-    # anything in a namespace it does not watch, or cluster-wide.
-    assert not allowed("create", "pods", ns)
+    assert allowed("create", "pods", ns)  # the autoscaling actuator's dynamic workers
+    # What it must not do: read secrets (no auth Secret set), exec into pods, anything in a
+    # namespace it does not watch, or cluster-wide.
     assert not allowed("get", "secrets", ns)
     assert not allowed("patch", "pods", "kube-system")
     assert not allowed("list", "pods", "")

@@ -9,6 +9,7 @@ skips the test. Load as a plugin: `pytest_plugins = ["tests.fakeapi.fixtures"]`.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -131,6 +132,10 @@ def kube_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeApi
             metadata=client.V1ObjectMeta(name=namespace, labels={TEST_NAMESPACE_LABEL: "true"})
         )
     )
+    if real:
+        # The controller-manager publishes kube-root-ca.crt a moment after the namespace
+        # exists; a test that watches ConfigMaps must not see it arrive mid-test.
+        _wait_for_root_ca(core, namespace)
     try:
         yield KubeApi(api_client, kubeconfig, namespace, server)
     finally:
@@ -154,3 +159,13 @@ def fake_controllers(kube_api: KubeApi) -> Iterator[Controllers]:
         yield controllers
     finally:
         controllers.stop()
+
+
+def _wait_for_root_ca(core: client.CoreV1Api, namespace: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        items = core.list_namespaced_config_map(namespace).items
+        names = [cm.metadata.name for cm in items if cm.metadata is not None]
+        if "kube-root-ca.crt" in names:
+            return
+        time.sleep(0.1)

@@ -242,7 +242,8 @@ def test_a_failed_worker_is_deleted_once_per_backoff_and_self_heal_restores_it(
         lambda: rig.kube.get(PODS, rig.namespace, worker) is None, what="the failed pod deleted"
     )
     assert rig.syncer.raycluster.healer.stats["deleted"] == 1
-    event = rig.events("DeletedWorkerPod")[0]
+    # The Event is written after the delete: wait for it rather than race it.
+    event = wait_until(lambda: rig.events("DeletedWorkerPod"), what="the Event")[0]
     assert event["involvedObject"]["name"] == worker
     assert "Evicted" in event["message"]
     wait_until(lambda: rig.status().get("availableWorkerReplicas") == 1, what="1 available")

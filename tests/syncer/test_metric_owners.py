@@ -358,13 +358,28 @@ def test_a_cluster_that_loses_a_worker_writes_the_cluster_families(kube_api: Kub
         rig.syncer.start()
         wait_until(lambda: cluster_parts.ready(rig), what="the cluster ready")
         uid = rig.pods("head")[0]["metadata"]["uid"]
-        assert with_labels("kuberay_cluster_info", namespace=ns, name=name, uid=uid)
-        assert with_labels(
-            "kuberay_cluster_condition_provisioned", namespace=ns, name=name, condition="True"
+        # The status the test saw is written before the pass sets its metrics: wait for them.
+        wait_until(
+            lambda: all(
+                [
+                    with_labels("kuberay_cluster_info", namespace=ns, name=name, uid=uid),
+                    with_labels(
+                        "kuberay_cluster_condition_provisioned",
+                        namespace=ns,
+                        name=name,
+                        condition="True",
+                    ),
+                    with_labels(
+                        "kuberay_cluster_provisioned_duration_seconds", namespace=ns, name=name
+                    ),
+                    with_labels(
+                        "kuberay_syncer_transitions_total", namespace=ns, kind="RayCluster"
+                    ),
+                    with_labels("kuberay_syncer_cluster_status_writes_total", result="written"),
+                ]
+            ),
+            what="the cluster families written",
         )
-        assert with_labels("kuberay_cluster_provisioned_duration_seconds", namespace=ns, name=name)
-        assert with_labels("kuberay_syncer_transitions_total", namespace=ns, kind="RayCluster")
-        assert with_labels("kuberay_syncer_cluster_status_writes_total", result="written")
         worker = rig.pods("worker")[0]["metadata"]["name"]
         rig.controllers.kubelet.set_phase(ns, worker, "Failed", reason="Evicted")
         wait_until(

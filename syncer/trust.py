@@ -67,17 +67,9 @@ def load_payload(config_map: Manifest, kind: str) -> tuple[str, str, Manifest]:
             f"the intent ConfigMap holds {data[status.OVERSIZED_KEY]} bytes of data, "
             f"over {status.MAX_CACHED_DATA}: not cached"
         )
-    text = data.get(naming.INTENT_KEY) if isinstance(data, dict) else None
-    if not isinstance(text, str) or not text:
-        raise IntentError(f"no {naming.INTENT_KEY} in the intent ConfigMap")
-    if len(text) > MAX_INTENT_BYTES:
-        raise IntentError(f"{naming.INTENT_KEY} is {len(text)} bytes, over {MAX_INTENT_BYTES}")
-    try:
-        payload = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise IntentError(f"{naming.INTENT_KEY} is not JSON: {exc}") from exc
-    if not isinstance(payload, dict):
-        raise IntentError(f"{naming.INTENT_KEY} is not a JSON object")
+    payload = json_object(
+        data if isinstance(data, dict) else {}, naming.INTENT_KEY, "the intent", MAX_INTENT_BYTES
+    )
     if payload.get("kind") != kind:
         raise IntentError(f"not a {kind} intent (kind {payload.get('kind')!r})")
     own = payload.get("metadata", {})
@@ -133,3 +125,22 @@ def dashboard_url(
             raise IntentError(f"derived dashboardURL {claimed!r} is not http://{host}:<port>")
         port = int(match.group(1) or port)
     return f"http://{host}:{port}"
+
+
+def json_object(data: Manifest, key: str, where: str, max_bytes: int) -> Manifest:
+    """`data[key]` decoded as a JSON object of at most `max_bytes`; else an IntentError.
+
+    `where` names the ConfigMap in the messages ("the intent": "... in the intent ConfigMap").
+    """
+    text = data.get(key)
+    if not isinstance(text, str) or not text:
+        raise IntentError(f"no {key} in {where} ConfigMap")
+    if len(text) > max_bytes:
+        raise IntentError(f"{key} is {len(text)} bytes, over {max_bytes}")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise IntentError(f"{key} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise IntentError(f"{key} is not a JSON object")
+    return value

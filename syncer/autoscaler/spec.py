@@ -10,12 +10,11 @@ The ConfigMap speaks for one Ray cluster in its own namespace only: its name mus
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 from renderer import naming
-from syncer import status
+from syncer import status, trust
 from syncer.errors import IntentError
 
 Manifest = dict[str, Any]
@@ -84,18 +83,7 @@ def _count(value: Any, path: str) -> int:
 
 
 def _json(data: Manifest, key: str) -> Manifest:
-    text = data.get(key)
-    if not isinstance(text, str) or not text:
-        raise IntentError(f"no {key} in the autoscaling ConfigMap")
-    if len(text) > MAX_PAYLOAD_BYTES:
-        raise IntentError(f"{key} is {len(text)} bytes, over {MAX_PAYLOAD_BYTES}")
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise IntentError(f"{key} is not JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise IntentError(f"{key} is not a JSON object")
-    return value
+    return trust.json_object(data, key, "the autoscaling", MAX_PAYLOAD_BYTES)
 
 
 def _template(value: Any, group: str, namespace: str, cluster: str) -> Manifest:

@@ -403,6 +403,8 @@ def test_failed_ungate_patches_are_retried(rig: Rig) -> None:
     assert rig.play_submitter("ungate", derived["submissionId"]) == submitter
     assert rule.hits == 3
     assert syncer.engine.stats["errors"] >= 3
+    # The counter moves after the patch's reply, so the pod can be seen ungated first.
+    wait_until(lambda: syncer.rayjob.stats["ungated"] >= 1, what="the ungate counted")
     assert syncer.rayjob.stats["ungated"] == 1
     running = rig.wait_status("ungate", "Running")
     assert running["jobId"] == derived["submissionId"]

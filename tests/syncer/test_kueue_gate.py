@@ -107,4 +107,6 @@ def test_the_syncer_keeps_kueues_gate_and_waits_for_admission(
         what="the syncer removing its own gate",
     )
     assert _gates(ungated) == [KUEUE_GATE]
+    # The counter moves after the patch's reply, so the pod can be seen ungated first.
+    wait_until(lambda: syncer.rayjob.stats["ungated"] >= 1, what="the ungate counted")
     assert syncer.rayjob.stats["ungated"] == 1

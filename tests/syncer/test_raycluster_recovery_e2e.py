@@ -152,8 +152,14 @@ def test_an_evicted_worker_of_a_running_job_is_deleted_once_and_self_heal_restor
         rig.namespace, victim, "Failed", reason="Evicted", message="low on memory"
     )
     wait_until(lambda: rig.pod(victim) is None, what="the evicted pod deleted")
-    events, _ = rig.kube.list(EVENTS, rig.namespace)
-    deleted = [e for e in events if e.get("reason") == "DeletedWorkerPod"]
+
+    def deletion_events() -> list[Manifest] | None:
+        # The Event is recorded after the delete's reply: the pod can be seen gone first.
+        events, _ = rig.kube.list(EVENTS, rig.namespace)
+        found = [e for e in events if e.get("reason") == "DeletedWorkerPod"]
+        return found or None
+
+    deleted = wait_until(deletion_events, what="the DeletedWorkerPod Event")
     assert [e["involvedObject"]["name"] for e in deleted] == [victim]
     assert "Evicted" in deleted[0]["message"]
     during = cluster_step(rig, cluster, 1)

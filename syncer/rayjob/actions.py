@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final
 
 from renderer import naming
@@ -78,7 +78,14 @@ class Actions:
         self.clock = clock
         self.stats: Counter[str] = Counter()
 
-    def apply(self, intent: JobIntent, action: machine.Action, *, ttl_mode: str) -> None:
+    def apply(
+        self,
+        intent: JobIntent,
+        action: machine.Action,
+        *,
+        ttl_mode: str,
+        intent_cm: Manifest | None = None,
+    ) -> None:
         """Carry out one action (`ttl_mode`: `stop` annotates pods, `delete` deletes them)."""
         ns = intent.namespace
         if isinstance(action, machine.Ungate):
@@ -98,7 +105,7 @@ class Actions:
                     # Only the Job this pass looked at: not one GitOps re-created since (M4).
                     _delete(self.kube, JOBS, job)
         elif isinstance(action, machine.Event):
-            self._event(intent, action)
+            self._event(intent, action, intent_cm)
 
     # --- the dashboard -----------------------------------------------------------------------
 
@@ -180,48 +187,86 @@ class Actions:
         if pod is None or not (meta.is_rendered(pod) or meta.is_syncer_made(pod)):
             return  # never touch an object neither the renderer nor the actuator made
         version = str(pod["metadata"].get("resourceVersion") or "")
-        if ttl_mode == "delete":
-            _delete(self.kube, PODS, pod)
-            self.pods.forget(ns, pod_name)
-        else:
-            body = {
-                "metadata": {
-                    "resourceVersion": version,
-                    "annotations": {naming.SHUTDOWN_REQUESTED: "true"},
+        try:
+            if ttl_mode == "delete":
+                _delete(self.kube, PODS, pod)
+                self.pods.forget(ns, pod_name)
+            else:
+                body = {
+                    "metadata": {
+                        "resourceVersion": version,
+                        "annotations": {naming.SHUTDOWN_REQUESTED: "true"},
+                    }
                 }
-            }
-            self.pods.upsert(self.kube.patch(PODS, ns, pod_name, body))
+                self.pods.upsert(self.kube.patch(PODS, ns, pod_name, body))
+        except NotFoundError:
+            self.pods.forget(ns, pod_name)  # gone already: nothing left to release
+            return
         self.stats["released_pods"] += 1
 
     # --- the anchor: Events, ownership, status annotations ----------------------------------
 
-    def anchor(self, intent: JobIntent) -> status.Owner | None:
-        """The object that owns the job's status: its submitter Job, else its head Pod."""
+    def anchor(
+        self,
+        intent: JobIntent,
+        *,
+        intent_cm: Manifest | None = None,
+        doomed: Collection[tuple[str, str]] = (),
+    ) -> status.Owner | None:
+        """The object that owns the job's status: its submitter Job, else its head Pod.
+
+        Skipped: an object being deleted, or `doomed` (kind, name) pairs, those this pass is
+        about to delete (`delete` mode). Then the job's intent ConfigMap (`intent_cm`) owns
+        it: it lives as long as the RayJob is in git, as a RayJob's status lives on its
+        object in KubeRay. Without that, the garbage collector would take the status with
+        the head Pod, and the syncer would start the finished job over.
+        """
         ns = intent.namespace
-        if intent.submitter_job:
-            job = self.jobs.get(ns, intent.submitter_job)
-            if job is not None:
-                uid = str(job["metadata"].get("uid") or "")
-                return status.Owner("batch/v1", "Job", intent.submitter_job, uid)
-        if intent.head_pod:
-            pod = self.pods.get(ns, intent.head_pod)
-            if pod is not None:
-                return status.Owner(
-                    "v1", "Pod", intent.head_pod, str(pod["metadata"].get("uid") or "")
-                )
+        for api_version, kind, cache, name in (
+            ("batch/v1", "Job", self.jobs, intent.submitter_job),
+            ("v1", "Pod", self.pods, intent.head_pod),
+        ):
+            obj = cache.get(ns, name) if name else None
+            if obj is None or name is None or (kind, name) in doomed:
+                continue
+            metadata = meta.metadata(obj)
+            if metadata.get("deletionTimestamp"):
+                continue
+            return status.Owner(api_version, kind, name, str(metadata.get("uid") or ""))
+        if intent_cm is not None and meta.metadata(intent_cm).get("uid"):
+            uid = str(meta.metadata(intent_cm)["uid"])
+            return status.Owner("v1", "ConfigMap", meta.name(intent_cm), uid)
         return None
 
-    def anchor_uids(self, intent: JobIntent) -> set[str]:
-        """The uids of the objects that may own the job's status (submitter Job, head Pod)."""
+    def doomed(
+        self, intent: JobIntent, actions: Collection[machine.Action], *, ttl_mode: str
+    ) -> set[tuple[str, str]]:
+        """The (kind, name) of the objects these actions delete (none in `stop` mode)."""
+        if ttl_mode != "delete":
+            return set()
+        found: set[tuple[str, str]] = set()
+        for action in actions:
+            if isinstance(action, machine.Shutdown):
+                found.update(("Pod", name) for name in action.pods)
+            elif isinstance(action, machine.DeleteSubmitter) and intent.submitter_job:
+                found.add(("Job", intent.submitter_job))
+        return found
+
+    def anchor_uids(self, intent: JobIntent, intent_cm: Manifest | None = None) -> set[str]:
+        """The uids of the objects that may own the job's status (Job, head Pod, intent)."""
         ns, uids = intent.namespace, set()
         for cache, name in ((self.jobs, intent.submitter_job), (self.pods, intent.head_pod)):
             obj = cache.get(ns, name) if name else None
             if obj is not None and meta.metadata(obj).get("uid"):
                 uids.add(str(meta.metadata(obj)["uid"]))
+        if intent_cm is not None and meta.metadata(intent_cm).get("uid"):
+            uids.add(str(meta.metadata(intent_cm)["uid"]))
         return uids
 
-    def _event(self, intent: JobIntent, event: machine.Event) -> None:
-        anchor = self.anchor(intent)
+    def _event(
+        self, intent: JobIntent, event: machine.Event, intent_cm: Manifest | None = None
+    ) -> None:
+        anchor = self.anchor(intent, intent_cm=intent_cm)
         if anchor is None:
             involved: Manifest = {
                 "apiVersion": "v1",
@@ -249,8 +294,11 @@ class Actions:
     def annotate_anchor(
         self, intent: JobIntent, anchor: status.Owner | None, job_status: Manifest
     ) -> None:
-        """Mirror the job's two status words on its anchor (skipped when they are there)."""
-        if anchor is None:
+        """Mirror the job's two status words on its anchor (skipped when they are there).
+
+        Not on the intent ConfigMap: its status map beside it says the same.
+        """
+        if anchor is None or anchor.kind not in ("Job", "Pod"):
             return
         cache = self.jobs if anchor.kind == "Job" else self.pods
         wanted = {

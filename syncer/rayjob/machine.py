@@ -755,6 +755,7 @@ def _cleanup(p: _Pass) -> None:
         else:
             overdue.append(policy)
     if not overdue:
+        _release_again(p)
         return
     policy = max(overdue, key=lambda x: POLICY_RANK.get(x, 0))
     pods = _policy_pods(obs, "DeleteWorkers" if policy == "DeleteWorkers" else "DeleteCluster")
@@ -765,6 +766,22 @@ def _cleanup(p: _Pass) -> None:
     p.update(cleanup=(*rec.cleanup, policy))
     p.event(policy, f"{policy}: releasing {len(pods)} pod(s) of cluster {intent.cluster_name}")
     # A later, more destructive rule set the wake-up for its moment in the loop above.
+
+
+def _release_again(p: _Pass) -> None:
+    """Release again what the strongest recorded policy covers and is still live.
+
+    The syncer publishes a policy before it releases the pods (so that a failed publish
+    never leaves a torn-down cluster under a running record); if the release then fails,
+    or a pod of that cluster is re-created, this pass releases it.
+    """
+    done = [x for x in p.record.cleanup if POLICY_RANK.get(x, 0) > 0]
+    if not done:
+        return
+    policy = max(done, key=lambda x: POLICY_RANK.get(x, 0))
+    pods = _policy_pods(p.obs, "DeleteWorkers" if policy == "DeleteWorkers" else "DeleteCluster")
+    if pods:
+        p.actions.append(Shutdown(pods, policy))
 
 
 # --- entry point -------------------------------------------------------------------------------

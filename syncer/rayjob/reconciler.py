@@ -151,6 +151,7 @@ class RayJobReconciler:
     def reconcile(self, key: Key) -> float | None:
         """One pass for one RayJob; returns when to look again (None: on events only)."""
         _, ns, name = key
+        self.stats["passes"] += 1
         intent_cm = self.engine.intents.get(ns, naming.intent_configmap_name(name))
         if intent_cm is None:
             self._forget(key)
@@ -166,7 +167,7 @@ class RayJobReconciler:
                 status_cm,
                 origin_kind=KIND,
                 origin_name=name,
-                owner_uids=self.actions.anchor_uids(intent),
+                owner_uids=self.actions.anchor_uids(intent, intent_cm),
                 ledger=self.engine.ledger,
             )
             if why is not None:
@@ -176,16 +177,26 @@ class RayJobReconciler:
         settings = self.settings()
         decision = machine.decide(observation, settings)
         ttl_mode = self.options.ttl_mode
-        # Events only once the status they announce is published: a pass that fails to publish
-        # (a conflict) is repeated, and must not record its Events twice.
+        # Ray and gate steps first: one that fails leaves the status as it was, and the pass
+        # is repeated (each is idempotent). Releasing pods only once the status that records
+        # it is published (and owned by an object that outlives them): a pass that fails to
+        # publish must not have torn the cluster down under a record that says it still runs.
+        # A release that fails after the publish is issued again by the next pass. Events
+        # last, so that a repeated pass does not record them twice.
+        late = (machine.Shutdown, machine.DeleteSubmitter, machine.Event)
         for action in decision.actions:
-            if not isinstance(action, machine.Event):
+            if not isinstance(action, late):
                 self.actions.apply(intent, action, ttl_mode=ttl_mode)
-        if record is None or decision.record != record:
-            self._publish(intent, status_cm, decision.record)
+        doomed = self.actions.doomed(intent, decision.actions, ttl_mode=ttl_mode)
+        anchor = self.actions.anchor(intent, intent_cm=intent_cm, doomed=doomed)
+        if record is None or decision.record != record or not _owned_by(status_cm, anchor):
+            self._publish(intent, status_cm, decision.record, anchor)
+        for action in decision.actions:
+            if isinstance(action, machine.Shutdown | machine.DeleteSubmitter):
+                self.actions.apply(intent, action, ttl_mode=ttl_mode)
         event = _one_event([a for a in decision.actions if isinstance(a, machine.Event)])
         if event is not None:
-            self.actions.apply(intent, event, ttl_mode=ttl_mode)
+            self.actions.apply(intent, event, ttl_mode=ttl_mode, intent_cm=intent_cm)
         self._track(key, intent_cm, record, decision.record, observation.now)
         return self._next_look(decision, settings.poll_interval_s)
 
@@ -231,8 +242,13 @@ class RayJobReconciler:
 
     # --- publishing ------------------------------------------------------------------------
 
-    def _publish(self, intent: JobIntent, current: Manifest | None, record: machine.Record) -> None:
-        anchor = self.actions.anchor(intent)
+    def _publish(
+        self,
+        intent: JobIntent,
+        current: Manifest | None,
+        record: machine.Record,
+        anchor: status.Owner | None,
+    ) -> None:
         status.publish(
             self.engine.kube,
             self.engine.statuses,
@@ -314,6 +330,14 @@ class RayJobReconciler:
 
 
 _ENDS_A_RUN: Final = machine.FINISHED | {machine.RETRYING}
+
+
+def _owned_by(status_cm: Manifest | None, anchor: status.Owner | None) -> bool:
+    """Whether the status map's one owner is `anchor` (True when there is nothing to move)."""
+    if status_cm is None or anchor is None or not anchor.uid:
+        return True
+    owners = meta.metadata(status_cm).get("ownerReferences") or []
+    return [str(o.get("uid") or "") for o in owners if isinstance(o, dict)] == [anchor.uid]
 
 
 def _one_event(pass_events: Sequence[machine.Event]) -> machine.Event | None:

@@ -20,6 +20,7 @@ from renderer import naming
 from syncer.ray.types import RayFacts
 from syncer.rayjob.intent import JobIntent, parse_job_intent
 from syncer.rayjob.machine import (
+    POLICY_RANK,
     Action,
     Decision,
     DeleteSubmitter,
@@ -1015,8 +1016,11 @@ def test_shutdown_after_finish_releases_every_cluster_pod_after_the_ttl() -> Non
     assert ("Normal", "DeleteCluster") in events(decision)
     assert decision.record.cleanup == ("DeleteCluster",)
     assert decision.wake_after is None
-    # Not repeated, in the same world or once the pods have ended.
-    assert effects(step(intent, decision.record, now=END + 61)) == []
+    # In the same world (the release failed after the status was published) the pods are
+    # released again, with no second Event and no change to the record; once they are, not.
+    again = step(intent, decision.record, now=END + 61)
+    assert effects(again) == [Shutdown(ALL_PODS, "DeleteCluster")]
+    assert events(again) == [] and again.record == decision.record
     assert effects(step(intent, decision.record, now=END + 61, pods=released(UP, ALL_PODS))) == []
 
 
@@ -1090,7 +1094,8 @@ def test_the_most_destructive_overdue_rule_wins_and_the_others_are_skipped() -> 
     done = step(intent, ended.record, now=END + 30)
     assert effects(done) == [Shutdown(ALL_PODS, "DeleteCluster")]
     assert done.record.cleanup == ("DeleteCluster",)
-    assert effects(step(intent, done.record, now=END + 90)) == []
+    later = step(intent, done.record, now=END + 90, pods=released(UP, ALL_PODS))
+    assert effects(later) == [] and later.record == done.record
 
 
 def test_delete_workers_releases_only_the_workers() -> None:
@@ -1262,7 +1267,13 @@ def check_restart_safe(intent: JobIntent, decision: Decision, world: World, now:
         intent, decision.record, now=now, pods=world.pods, submitter=world.submitter, ray=world.ray
     )
     assert stale.record == out
-    assert [a for a in stale.actions if isinstance(a, Shutdown | DeleteSubmitter)] == []
+    # A release may be issued again (it is idempotent, and a release that failed after the
+    # publish must be), but only of the pods this pass released, and with no Event.
+    freed = {pod for a in decision.actions if isinstance(a, Shutdown) for pod in a.pods}
+    for action in stale.actions:
+        assert not isinstance(action, DeleteSubmitter | Event), (decision, stale)
+        if isinstance(action, Shutdown):
+            assert set(action.pods) <= freed, (decision, stale)
 
 
 @pytest.mark.parametrize("mode", [K8S, HTTP, SIDECAR])
@@ -1431,7 +1442,15 @@ def test_deciding_never_raises_and_a_second_decision_counts_nothing_new(
         out = decision.record
         assert (again.record.succeeded, again.record.failed) == (out.succeeded, out.failed)
         assert again.record == out  # a fixed point: a restart decides the same
-        assert [a for a in again.actions if isinstance(a, Shutdown | DeleteSubmitter)] == []
+        # Nothing is deleted or announced twice; pods a recorded policy covers are released
+        # again only while they are live (a release that failed after the publish).
+        assert [a for a in again.actions if isinstance(a, DeleteSubmitter | Event)] == []
+        live = {p.name for p in world.pods if not (p.shutdown_requested or p.ended or p.deleting)}
+        for action in again.actions:
+            if isinstance(action, Shutdown):
+                strongest = max(out.cleanup, key=lambda x: POLICY_RANK.get(x, 0))
+                assert action.policy == strongest
+                assert set(action.pods) <= live
         assert decision.wake_after is None or decision.wake_after >= 0
         assert out.failed <= intent.backoff_limit + 1 or out.attempt == 0
         assert Record.from_json(json.loads(json.dumps(out.to_json()))) == out

@@ -70,7 +70,7 @@ class Rig:
 
 
 @pytest.fixture
-def rig(kube_api: KubeApi) -> Iterator[Rig]:
+def rig(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[Rig]:
     kube_api.fake  # noqa: B018 - the simulators need the fake server
     kube = KubeClient(kube_api.api_client)
     dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
@@ -78,6 +78,7 @@ def rig(kube_api: KubeApi) -> Iterator[Rig]:
         namespaces=(kube_api.namespace,),
         workers=2,
         poll_interval_s=0.2,
+        ttl_mode=getattr(request, "param", "stop"),
         settings=Settings(submitter_finished_timeout_s=30),
     )
     syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
@@ -146,6 +147,39 @@ def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:
 
         wait_until(shut_down, what=f"shutdown of {name}")
     # Only the submission the submitter made: the syncer never submitted in K8sJobMode.
+    assert rig.dashboard.calls["submit_job"] == 1
+
+
+@pytest.mark.parametrize("rig", ["delete"], indirect=True)
+def test_delete_mode_keeps_the_status_of_the_job_whose_head_it_deletes(rig: Rig) -> None:
+    # HTTPMode has no submitter Job: the head Pod owns the status until the TTL deletes it.
+    # The status must outlive it (the garbage collector would take it with the head, and
+    # the syncer would then start the finished job over on a cluster that is gone).
+    objects = render(demo_job(mode="HTTPMode"), rig.namespace)
+    apply(rig.kube, objects, rig.namespace)
+    intent_cm = next(o for o in objects if o["metadata"]["name"] == "demo-kuberay-intent")
+    derived = json.loads(intent_cm["data"]["intent.json"])["derived"]
+    cluster = [derived["headPodName"], *derived["workerPodNames"]]
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    wait_until(
+        lambda: all(rig.kube.get(PODS, rig.namespace, name) is None for name in cluster),
+        what="the cluster pods deleted",
+    )
+    live_intent = rig.kube.get(CONFIGMAPS, rig.namespace, "demo-kuberay-intent")
+    assert live_intent is not None
+    status_cm = rig.kube.get(CONFIGMAPS, rig.namespace, naming.status_configmap_name("demo"))
+    assert status_cm is not None, "the status went with the head Pod"
+    owners = [(o["kind"], o["name"], o["uid"]) for o in status_cm["metadata"]["ownerReferences"]]
+    assert owners == [("ConfigMap", "demo-kuberay-intent", live_intent["metadata"]["uid"])]
+    # Another pass (an intent annotation wakes it) finds the job finished, not a new run.
+    passes = rig.syncer.rayjob.stats["passes"]
+    patch = {"metadata": {"annotations": {"example.org/touched": "1"}}}
+    rig.kube.patch(CONFIGMAPS, rig.namespace, "demo-kuberay-intent", patch)
+    wait_until(lambda: rig.syncer.rayjob.stats["passes"] > passes, what="another pass")
+    status = rig.status()
+    assert (status["jobDeploymentStatus"], status["jobStatus"]) == ("Complete", "SUCCEEDED")
+    assert (status["succeeded"], status["failed"]) == (1, 0)
     assert rig.dashboard.calls["submit_job"] == 1
 
 

@@ -168,9 +168,8 @@ class Syncer:
         self.engine.register(self.autoscaler)
 
     def enqueue_all(self) -> None:
-        """Queue every known key now (leadership gained): intents and autoscaled clusters."""
+        """Queue every known key now (leadership gained): intents' and `key_sources`'."""
         self.engine.enqueue_all()
-        self.autoscaler.enqueue_all()
 
     def reconfigure(self, options: Options) -> None:
         """Apply a reloaded config: each part swaps in its new share (no field is mutated)."""
@@ -200,11 +199,7 @@ class Syncer:
         while not all(i.wait_synced(0.2) for i in self.services.informers):
             if stop is not None and stop.is_set():
                 return False
-        if not self.engine.start(stop):
-            return False
-        # Keys of the first lists that no intent names (the engine queues only intents').
-        self.autoscaler.enqueue_all()
-        return True
+        return self.engine.start(stop)
 
     def stop(self) -> None:
         """Stop workers and caches."""

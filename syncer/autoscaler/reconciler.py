@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Final
 
 from renderer import naming
@@ -103,6 +103,7 @@ class AutoscalerReconciler:
         self.specs.add_handler(self._on_object)
         self.states.add_handler(self._on_object)
         self.pods.add_handler(self._on_pod)
+        engine.key_sources.append((KIND, self.keys))
         self._rng = random.Random() if seed is None else random.Random(seed)
         self._lock = threading.Lock()
         self.reporter = report.Reporter(engine.kube, engine.clock)
@@ -122,10 +123,15 @@ class AutoscalerReconciler:
         if cluster and self.specs.get(namespace, spec.spec_configmap_name(cluster)) is not None:
             self.engine.enqueue(KIND, namespace, cluster, batch=event != "ADDED")
 
-    def enqueue_all(self) -> None:
-        """Queue every autoscaled cluster (start, leadership gained)."""
+    def keys(self) -> Iterator[tuple[str, str]]:
+        """(namespace, cluster) of every autoscaled cluster (`Engine.key_sources`).
+
+        The engine queues them on start, on leadership and on resync, as it does intents'.
+        """
         for cm in self.specs.items():
-            self._on_object("RESYNC", cm)
+            cluster = meta.label(cm, naming.RAY_CLUSTER)
+            if cluster:
+                yield meta.namespace(cm), cluster
 
     def _count(self, stat: str, n: int = 1) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ in its own session, waits for its health endpoint and stops it by PID. Only the 
 and the dashboard client are imported, so the syncer's internal layout may change freely;
 the one exception is the opt-in trace (`REALAPI_SYNCER_TRACE=1`: every watch event,
 relist and RayJob pass's pod view in the log), which wraps three internals by name. SIGUSR1
-logs every thread's stack (`SyncerProcess.dump_threads`, which a stalled test calls).
+logs every thread's stack (`SyncerProcess.thread_dump`, which a stalled test calls).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--identity", required=True)
     args = parser.parse_args(argv)
-    # SIGUSR1 logs every thread's stack (`SyncerProcess.dump_threads`, for a stalled test).
+    # SIGUSR1 logs every thread's stack (`SyncerProcess.thread_dump`, for a stalled test).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     if os.environ.get("REALAPI_SYNCER_TRACE"):
         _trace()
@@ -218,11 +218,21 @@ class SyncerProcess:
                 raise AssertionError(f"the syncer is not ready:\n{self.log_text()[-4000:]}")
             time.sleep(0.1)
 
-    def dump_threads(self) -> None:
-        """Ask the daemon to log every thread's stack (its SIGUSR1 handler)."""
-        if self.alive():
-            os.kill(self.process.pid, signal.SIGUSR1)
-            time.sleep(1.0)
+    def thread_dump(self, settle_s: float = 1.0) -> str:
+        """Every thread's stack (its SIGUSR1 handler), apart from the JSON log records.
+
+        Only what the daemon wrote after the signal and is not a JSON record: the dump
+        faulthandler writes, not the records the daemon logged meanwhile.
+        """
+        if not self.alive():
+            return "(the syncer has exited)"
+        before = self.log_path.stat().st_size if self.log_path.exists() else 0
+        os.kill(self.process.pid, signal.SIGUSR1)
+        time.sleep(settle_s)
+        with self.log_path.open("rb") as log:
+            log.seek(before)
+            written = log.read().decode(errors="replace")
+        return "\n".join(line for line in written.splitlines() if not _is_record(line))
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL if it does not end in 15 s."""
@@ -234,6 +244,13 @@ class SyncerProcess:
         except subprocess.TimeoutExpired:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=15)
+
+
+def _is_record(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

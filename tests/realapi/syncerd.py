@@ -13,19 +13,17 @@ logs every thread's stack (`SyncerProcess.thread_dump`, which a stalled test cal
 from __future__ import annotations
 
 import argparse
-import contextlib
 import faulthandler
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from tests.processes import LoggedProcess, ProcessExitedError, wait_syncer_ready
 
 REPO: Final = Path(__file__).resolve().parents[2]
 
@@ -129,8 +127,7 @@ def _trace() -> None:
 class SyncerProcess:
     """One daemon subprocess, owned by the test that started it."""
 
-    process: subprocess.Popen[bytes]
-    log_path: Path
+    launched: LoggedProcess
 
     @classmethod
     def start(
@@ -147,7 +144,6 @@ class SyncerProcess:
         config_path = workdir / "syncer-config.yaml"
         own = {**config, "bind_address": "127.0.0.1", "health_port": 0, "metrics_port": 0}
         config_path.write_text(json.dumps(own))
-        log_path = workdir / "syncer.log"
         command = [
             sys.executable,
             "-m",
@@ -164,59 +160,35 @@ class SyncerProcess:
             "realapi-syncer",
         ]
         env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=REPO,
-                start_new_session=True,
+        return cls(
+            LoggedProcess.start(
+                "kuberay-syncer", command, log_path=workdir / "syncer.log", env=env, cwd=REPO
             )
-        return cls(process, log_path)
+        )
+
+    @property
+    def log_path(self) -> Path:
+        """Where its output goes."""
+        return self.launched.log_path
 
     def alive(self) -> bool:
         """Whether the process still runs."""
-        return self.process.poll() is None
+        return self.launched.alive()
 
     def log_text(self) -> str:
         """Everything it wrote."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.launched.log_text()
 
     def records(self) -> list[dict[str, Any]]:
         """Its JSON log records."""
-        found = []
-        for line in self.log_text().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    found.append(record)
-        return found
+        return self.launched.records()
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Wait for the `started` record, then for `/readyz` to answer 200."""
-        deadline = time.monotonic() + timeout
-        port = None
-        while port is None:
-            for record in self.records():
-                found = re.search(r"health_port=(\d+)", str(record.get("message", "")))
-                if found:
-                    port = int(found.group(1))
-            if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the syncer did not start:\n{self.log_text()[-4000:]}")
-            time.sleep(0.1)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                opener.open(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply,
-            ):
-                if reply.status == 200:
-                    return
-            if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the syncer is not ready:\n{self.log_text()[-4000:]}")
-            time.sleep(0.1)
+        try:
+            wait_syncer_ready(self.launched, timeout=timeout)
+        except (ProcessExitedError, TimeoutError) as exc:
+            raise AssertionError(f"the syncer did not start: {exc}") from None
 
     def thread_dump(self, settle_s: float = 1.0) -> str:
         """Every thread's stack (its SIGUSR1 handler), apart from the JSON log records.
@@ -227,7 +199,7 @@ class SyncerProcess:
         if not self.alive():
             return "(the syncer has exited)"
         before = self.log_path.stat().st_size if self.log_path.exists() else 0
-        os.kill(self.process.pid, signal.SIGUSR1)
+        self.launched.signal(signal.SIGUSR1)
         time.sleep(settle_s)
         with self.log_path.open("rb") as log:
             log.seek(before)
@@ -236,14 +208,7 @@ class SyncerProcess:
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL if it does not end in 15 s."""
-        if not self.alive():
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=15)
+        self.launched.stop(15.0)
 
 
 def _is_record(line: str) -> bool:

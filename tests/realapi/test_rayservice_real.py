@@ -24,62 +24,19 @@ import pytest
 from renderer.naming import RAY_CLUSTER, RETIRE_WITH, SERVE_ACTIVE
 from syncer.ray.dashboard import HttpDashboard
 from tests.e2e.rayhead import RayHead
+from tests.e2e.test_serve_e2e import GREET
+from tests.manifests import rayservice
 from tests.realapi.conftest import Real
 from tests.realapi.gitops import Applier, name_of, render
 from tests.realapi.rest import Manifest
 from tests.realapi.rig import Rig, intent_of, running_syncer, wait_until
 
-SERVICE = """
-apiVersion: ray.io/v1
-kind: RayService
-metadata:
-  name: greeter
-spec:
-  upgradeStrategy:
-    type: NewCluster
-  rayClusterDeletionDelaySeconds: 1
-  serveConfigV2: '{config}'
-  rayClusterConfig:
-    gcsFaultToleranceOptions:
-      backend: rocksdb
-      storage:
-        deletionPolicy: Retain
-    headGroupSpec:
-      rayStartParams:
-        num-cpus: "0"
-      template:
-        spec:
-          containers:
-          - name: ray-head
-            image: rayproject/ray:2.52.0
-            ports:
-            - {{name: dashboard, containerPort: 8265}}
-            - {{name: serve, containerPort: 8000}}
-    workerGroupSpecs:
-    - groupName: small
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: ray-worker
-            image: rayproject/ray:2.52.0
-            resources:
-              requests: {{cpu: "{cpu}"}}
-"""
-APP = """
-from ray import serve
-
-
-@serve.deployment(ray_actor_options={"num_cpus": 0})
-class Greeter:
-    def __call__(self, request):
-        return {"app": "realapi-greet"}
-
-
-app = Greeter.bind()
-"""
 APP_NAME = "realapi-greet"
 GATES = ("--feature-gates", "GCSFaultToleranceEmbeddedStorage=true")
+SPEC = {"upgradeStrategy": {"type": "NewCluster"}, "rayClusterDeletionDelaySeconds": 1}
+RETAINED_GCS = {
+    "gcsFaultToleranceOptions": {"backend": "rocksdb", "storage": {"deletionPolicy": "Retain"}}
+}
 
 
 class BlueGreen:
@@ -100,12 +57,14 @@ class BlueGreen:
                 {
                     "name": APP_NAME,
                     "route_prefix": f"/{APP_NAME}",
-                    "import_path": "realapi_greet:app",
+                    "import_path": "greet_app:app",
                     "runtime_env": {"env_vars": {"PYTHONPATH": str(self.apps)}},
                 }
             ],
         }
-        text = SERVICE.format(config=json.dumps(config), cpu=cpu)
+        text = rayservice(
+            "greeter", serve_config=config, worker_cpu=cpu, spec=SPEC, cluster=RETAINED_GCS
+        )
         objects = render(text, self.rig.namespace, *GATES)
         generation = intent_of(objects)["derived"]["generation"]["name"]
         return str(generation), objects
@@ -169,7 +128,7 @@ def claim_volume(claim: Manifest, namespace: str) -> Manifest:
 def blue_green(
     real: Real, ray_head: RayHead, crds: list[str], tmp_path: Path
 ) -> Iterator[BlueGreen]:
-    (tmp_path / "realapi_greet.py").write_text(APP)
+    (tmp_path / "greet_app.py").write_text(GREET)
     volumes: list[str] = []
     with running_syncer(real, ray_head, tmp_path) as rig:
         stack = BlueGreen(rig, ray_head, tmp_path)
@@ -210,7 +169,7 @@ def test_blue_green_moves_traffic_and_the_syncer_retires_the_old_generation_but_
     stack.wait(lambda: serving(stack, gen1), "the first generation's Serve app RUNNING")
     stack.wait(lambda: stack.active(gen1), "the first generation's pods labelled serve-active")
     # Real Serve on the real head, behind the proxy the config asked for.
-    assert proxy_answer(stack.head) == {"app": APP_NAME}
+    assert proxy_answer(stack.head) == {"app": "greet"}
     # The RayService's head Service (git's selector) picks the head the syncer labelled.
     assert stack.selected("greeter-head-svc") == {head1}
 
@@ -265,5 +224,5 @@ def test_blue_green_moves_traffic_and_the_syncer_retires_the_old_generation_but_
     stack.gitops.sync(v2)
     assert stack.gitops.pruned == []
     assert not stack.of("Pod", gen1)
-    assert proxy_answer(stack.head) == {"app": APP_NAME}
+    assert proxy_answer(stack.head) == {"app": "greet"}
     assert stack.rig.forbidden() == []

@@ -2,7 +2,8 @@
 
 Owns the one RayJob shape those tests share (a head and one worker group `small`, Ray
 2.52.0), so that a change to it is made once. `rayjob` returns YAML text for `kuberay
-render`; extra top-level `spec` fields are JSON-encoded (JSON is YAML).
+render`; extra top-level `spec` fields are JSON-encoded (JSON is YAML). `rayservice` is the
+same cluster serving a Serve config, as JSON text.
 """
 
 from __future__ import annotations
@@ -58,3 +59,50 @@ def rayjob(
     extra = {**(spec or {}), **fields}
     lines += [f"  {key}: {json.dumps(value)}" for key, value in extra.items()]
     return "\n".join(lines) + "\n" + _CLUSTER.format(workers=workers)
+
+
+def rayservice(
+    name: str,
+    *,
+    serve_config: Mapping[str, object],
+    worker_cpu: str = "1",
+    spec: Mapping[str, object] | None = None,
+    cluster: Mapping[str, object] | None = None,
+) -> str:
+    """A RayService `name` serving `serve_config`: a head with no CPUs for Ray and one
+    worker requesting `worker_cpu` (a change of it is a new cluster generation).
+
+    `spec` adds top-level spec fields (`upgradeStrategy`, ...), `cluster` fields of
+    `rayClusterConfig` (`gcsFaultToleranceOptions`, ...).
+    """
+    ports = [{"name": "dashboard", "containerPort": 8265}, {"name": "serve", "containerPort": 8000}]
+    head = {"name": "ray-head", "image": RAY_IMAGE, "ports": ports}
+    worker = {
+        "name": "ray-worker",
+        "image": RAY_IMAGE,
+        "resources": {"requests": {"cpu": worker_cpu}},
+    }
+    document = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name},
+        "spec": {
+            **(spec or {}),
+            "serveConfigV2": json.dumps(serve_config),
+            "rayClusterConfig": {
+                **(cluster or {}),
+                "headGroupSpec": {
+                    "rayStartParams": {"num-cpus": "0"},
+                    "template": {"spec": {"containers": [head]}},
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "small",
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [worker]}},
+                    }
+                ],
+            },
+        },
+    }
+    return json.dumps(document, indent=2)

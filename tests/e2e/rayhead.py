@@ -16,9 +16,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +23,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.processes import LoggedProcess, ProcessExitedError
+from tests.processes import free_ports as free_ports  # where tests/autoscaler finds it
+from tests.processes import session_pids as session_pids
 
 START_TIMEOUT_S = 90.0
 START_ATTEMPTS = 3
@@ -56,38 +57,6 @@ class _ExitedEarlyError(RayHeadError):
     """`ray start` exited before its head was up (worth another attempt)."""
 
 
-def free_ports(count: int) -> list[int]:
-    """Return `count` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def session_pids(sid: int) -> list[int]:
-    """PIDs of the live processes whose session id is `sid` (Linux /proc)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        # Field 2 (comm) may hold spaces and parentheses; the fields after its last ")"
-        # are: state ppid pgrp session ...
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(entry.name))
-    return pids
-
-
 @dataclass
 class RayHead:
     """One Ray head on 127.0.0.1, owned by this process."""
@@ -104,14 +73,14 @@ class RayHead:
     log_path: Path | None = None
     startup_s: float = 0.0
     attempts: int = 0
-    _proc: subprocess.Popen[bytes] | None = None
+    _process: LoggedProcess | None = None
 
     @property
     def pid(self) -> int:
         """PID of the `ray start --block` process, which leads its own session."""
-        if self._proc is None:
+        if self._process is None:
             raise RayHeadError("the Ray head is not running")
-        return self._proc.pid
+        return self._process.pid
 
     def start(self) -> None:
         """Start the head and wait until it runs and `GET /api/version` answers.
@@ -182,16 +151,9 @@ class RayHead:
         )
         env.update(self.extra_env)
         began = time.monotonic()
-        with self.log_path.open("wb") as log:
-            self._proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self.temp_dir,
-                start_new_session=True,
-            )
+        self._process = LoggedProcess.start(
+            "ray start", command, log_path=self.log_path, env=env, cwd=self.temp_dir
+        )
         try:
             self._wait_until_answering(began + START_TIMEOUT_S)
         except RayHeadError:
@@ -199,36 +161,40 @@ class RayHead:
             raise
 
     def _wait_until_answering(self, deadline: float) -> None:
-        proc = self._proc
-        assert proc is not None
+        process = self._process
+        assert process is not None
         url = f"{self.dashboard_url}/api/version"
         # Loopback only: environment proxies must not see these requests.
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        while True:
-            code = proc.poll()
-            if code is not None or _GAVE_UP in self.log_tail():
-                raise _ExitedEarlyError(
-                    f"`ray start` exited (code {code}) before the head was up "
-                    f"(attempt {self.attempts} of {START_ATTEMPTS}); "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
+
+        def up() -> bool:
+            if _GAVE_UP in self.log_tail():
+                raise ProcessExitedError(process.name, process.process.poll() or 0, "")
             with (
                 contextlib.suppress(OSError, ValueError),
                 opener.open(url, timeout=2) as reply,
             ):
-                if "ray_version" in json.loads(reply.read()) and self._runtime_started():
-                    return
-            if time.monotonic() > deadline:
-                raise RayHeadError(
-                    f"the Ray dashboard at {self.dashboard_url} did not answer within "
-                    f"{START_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
+                return "ray_version" in json.loads(reply.read()) and self._runtime_started()
+            return False
+
+        try:
+            if process.wait(up, timeout=max(deadline - time.monotonic(), 0), interval=0.2):
+                return
+        except ProcessExitedError as exc:
+            raise _ExitedEarlyError(
+                f"`ray start` exited (code {exc.code}) before the head was up "
+                f"(attempt {self.attempts} of {START_ATTEMPTS}); "
+                f"log {self.log_path}:\n{self.log_tail()}"
+            ) from None
+        raise RayHeadError(
+            f"the Ray dashboard at {self.dashboard_url} did not answer within "
+            f"{START_TIMEOUT_S:.0f} s; log {self.log_path}:\n{self.log_tail()}"
+        )
 
     @property
     def alive(self) -> bool:
         """Whether `ray start --block` still runs (it exits when its head goes down)."""
-        return self._proc is not None and self._proc.poll() is None
+        return self._process is not None and self._process.alive()
 
     def _runtime_started(self) -> bool:
         """Whether `ray start` has reported its node registered (its startup message)."""
@@ -248,27 +214,11 @@ class RayHead:
         Returns:
             The PIDs that were still alive after `ray start` exited and had to be killed.
         """
-        proc = self._proc
-        if proc is None:
+        process = self._process
+        if process is None:
             return []
-        sid = proc.pid
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=STOP_TIMEOUT_S)
-        leftovers = session_pids(sid)
-        for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while session_pids(sid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self._proc = None
+        leftovers = process.stop_session(STOP_TIMEOUT_S)
+        self._process = None
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
         return leftovers

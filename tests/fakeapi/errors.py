@@ -44,7 +44,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or reason_for(code)
+        self.reason = reason_for(code) if reason is None else reason
         self.details = details
         self.headers = headers or {}
 

@@ -109,7 +109,7 @@ class WatchStream:
 @pytest.fixture
 def fake_api_server() -> Iterator[FakeApiServer]:
     """A started fake API server on 127.0.0.1, stopped after the test."""
-    with FakeApiServer() as server:
+    with FakeApiServer(tokens=()) as server:  # only its kubeconfig's token: 401 otherwise
         yield server
 
 

@@ -179,6 +179,69 @@ _BY_RESOURCE = {k.resource: k for k in KINDS}
 _BY_TYPE = {(k.api_version, k.kind): k for k in KINDS}
 
 
+# The top-level fields of each built-in kind besides apiVersion, kind and metadata (the
+# real server's OpenAPI schema, one level deep); a kind not listed has spec and status.
+_TOP_LEVEL: dict[tuple[str, str], frozenset[str]] = {
+    ("v1", "ConfigMap"): frozenset({"data", "binaryData", "immutable"}),
+    ("v1", "Secret"): frozenset({"data", "stringData", "type", "immutable"}),
+    ("v1", "ServiceAccount"): frozenset(
+        {"secrets", "imagePullSecrets", "automountServiceAccountToken"}
+    ),
+    ("v1", "Event"): frozenset(
+        {
+            "involvedObject",
+            "reason",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "type",
+            "eventTime",
+            "series",
+            "action",
+            "related",
+            "reportingComponent",
+            "reportingInstance",
+        }
+    ),
+    ("events.k8s.io/v1", "Event"): frozenset(
+        {
+            "eventTime",
+            "series",
+            "reportingController",
+            "reportingInstance",
+            "action",
+            "reason",
+            "regarding",
+            "related",
+            "note",
+            "type",
+            "deprecatedSource",
+            "deprecatedFirstTimestamp",
+            "deprecatedLastTimestamp",
+            "deprecatedCount",
+        }
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role"): frozenset({"rules"}),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): frozenset({"subjects", "roleRef"}),
+}
+_SPEC_STATUS = frozenset({"spec", "status"})
+_ALWAYS = frozenset({"apiVersion", "kind", "metadata"})
+
+
+def unknown_top_level_fields(kind: Kind, body: Manifest) -> list[str]:
+    """The top-level fields of `body` that `kind`'s schema does not declare, sorted.
+
+    Custom kinds answer [] (the fake keeps no CRD schemas), and fields below the top
+    level are not checked.
+    """
+    if kind.custom:
+        return []
+    known = _ALWAYS | _TOP_LEVEL.get((kind.api_version, kind.kind), _SPEC_STATUS)
+    return sorted(key for key in body if key not in known)
+
+
 def find_kind(group: str, version: str, plural: str) -> Kind | None:
     """Return the kind served at `/apis/<group>/<version>/<plural>`, if any."""
     return _BY_PATH.get((group, version, plural))

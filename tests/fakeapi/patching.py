@@ -406,3 +406,83 @@ def remove_path(obj: Manifest, path: tuple[str, ...]) -> None:
         remove_path(child, rest)
         if not child:
             del obj[head]
+
+
+_ABSENT = object()
+
+
+def _value_at(obj: Any, path: tuple[str, ...]) -> Any:
+    node = obj
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return _ABSENT
+        node = node[key]
+    return node
+
+
+def _overlaps(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return a[: len(b)] == b or b[: len(a)] == a
+
+
+def apply_conflicts(
+    live: Manifest,
+    applied: Manifest,
+    paths: list[tuple[str, ...]],
+    entries: list[Manifest],
+    manager: str,
+    subresource: str | None,
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(other manager, path) for each applied field another manager owns with another value.
+
+    As server-side apply decides: a field `manager` applies whose value differs from the
+    live one conflicts with every other manager (Apply or Update) that owns it on the same
+    subresource; an equal value is shared ownership, no conflict. Field sets are the
+    fake's coarse ones (lists are single fields).
+    """
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for entry in entries:
+        if entry.get("subresource") != subresource:
+            continue
+        if (entry.get("manager"), entry.get("operation")) == (manager, "Apply"):
+            continue
+        owned = leaf_paths(entry.get("fieldsV1") or {})
+        for path in paths:
+            if _value_at(live, path) == _value_at(applied, path):
+                continue
+            if any(_overlaps(path, other) for other in owned):
+                found.append((str(entry.get("manager")), path))
+    return found
+
+
+def release_fields(
+    entries: list[Manifest], conflicts: list[tuple[str, tuple[str, ...]]]
+) -> list[Manifest]:
+    """The managedFields after a forced apply took the conflicting fields from their owners."""
+    taken: dict[str, list[tuple[str, ...]]] = {}
+    for owner, path in conflicts:
+        taken.setdefault(owner, []).append(path)
+    kept = []
+    for entry in entries:
+        paths = taken.get(str(entry.get("manager")))
+        if paths:
+            fields = clone(entry.get("fieldsV1") or {})
+            for path in paths:
+                _drop_field(fields, path)
+            if not leaf_paths(fields):
+                continue
+            entry = {**entry, "fieldsV1": fields}
+        kept.append(entry)
+    return kept
+
+
+def _drop_field(fields: Manifest, path: tuple[str, ...]) -> None:
+    """Remove a path (and what is under it) from a coarse field set, pruning empty sets."""
+    key = f"f:{path[0]}"
+    if key not in fields:
+        return
+    if len(path) == 1 or not isinstance(fields[key], dict) or not fields[key]:
+        del fields[key]
+        return
+    _drop_field(fields[key], path[1:])
+    if not fields[key]:
+        del fields[key]

@@ -17,7 +17,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -28,7 +28,7 @@ from aiohttp.client_exceptions import ClientConnectionResetError
 from tests.fakeapi import kinds
 from tests.fakeapi.errors import ApiError, bad_request, conflict, not_found, status_object
 from tests.fakeapi.faults import OUTAGE_MODES, Audit, FaultRule, Faults, RequestInfo
-from tests.fakeapi.kinds import Kind, find_kind, kind_for_resource
+from tests.fakeapi.kinds import Kind, find_kind, kind_for_resource, unknown_top_level_fields
 from tests.fakeapi.selectors import parse_field_selector, parse_label_selector
 from tests.fakeapi.store import DeleteOptions, Store, Watcher, WatchEvent, parse_patch_body
 
@@ -36,6 +36,8 @@ Manifest = dict[str, Any]
 T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
+# The bearer token of the kubeconfig it writes; `tokens` adds more.
+TOKEN = "fake-token"
 _LOG = logging.getLogger(__name__)
 _TRUE = ("1", "true", "True")
 
@@ -123,6 +125,11 @@ class FakeApiServer:
         watch_timeout: the longest a watch stays open without `timeoutSeconds`.
         seed: seeds generated names, UIDs and cluster IPs.
         version: the `gitVersion` reported by `/version`.
+        tokens: the bearer tokens it authenticates besides `TOKEN` (its kubeconfig's);
+            another token gets `401 Unauthorized`, as a real server answers a token it
+            does not know. None (a server made ad hoc, e.g. for a client that reads an
+            in-cluster token file): every token is accepted. A request without a token is
+            served either way (there is no authorization).
     """
 
     def __init__(
@@ -134,7 +141,9 @@ class FakeApiServer:
         watch_timeout: float = 1800.0,
         seed: int = 0,
         version: str = "v1.31.0",
+        tokens: Iterable[str] | None = None,
     ) -> None:
+        self.tokens = None if tokens is None else {TOKEN, *tokens}
         self.store = Store(history_size=history_size, seed=seed)
         self.audit = Audit()
         self.faults = Faults(self)
@@ -351,12 +360,12 @@ class FakeApiServer:
         return self.store.remove(kind_for_resource(resource), namespace, name)
 
     def kubeconfig(self, *, namespace: str = "default") -> Manifest:
-        """A kubeconfig document pointing at this server (token auth, which it ignores)."""
+        """A kubeconfig document pointing at this server (with its token, `TOKEN`)."""
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "users": [{"name": "fake", "user": {"token": TOKEN}}],
             "contexts": [
                 {
                     "name": "fake",
@@ -379,6 +388,7 @@ class FakeApiServer:
         try:
             if request.path.startswith("/_fake/"):
                 return await self._admin(request)
+            self._authenticate(request)
             if self._outage is not None:
                 return _error_response(
                     ApiError(503, "the fake API server is in a simulated outage")
@@ -394,6 +404,15 @@ class FakeApiServer:
         except Exception as exc:  # noqa: BLE001 -- a bug in the fake must answer 500, not hang
             _LOG.exception("fake API server error: method=%s path=%s", request.method, request.path)
             return _error_response(ApiError(500, f"fake API server error: {exc!r}"))
+
+    def _authenticate(self, request: web.Request) -> None:
+        """A bearer token it does not know is `401 Unauthorized` (before anything else)."""
+        header = request.headers.get("Authorization", "")
+        if self.tokens is None or not header:
+            return
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or token.strip() not in self.tokens:
+            raise ApiError(401, "Unauthorized")
 
     def _discovery(self, request: web.Request) -> web.StreamResponse | None:
         path = request.path.rstrip("/") or "/"
@@ -451,7 +470,9 @@ class FakeApiServer:
             raise missing
         name = rest[1] if len(rest) > 1 else None
         subresource = rest[2] if len(rest) > 2 else None
-        if subresource is not None and (subresource != "status" or not kind.status_subresource):
+        binding = subresource == "binding" and kind.plural == "pods" and not kind.group
+        status = subresource == "status" and kind.status_subresource
+        if subresource is not None and not binding and not status:
             raise missing
         if kind.namespaced and namespace is None and name is not None:
             raise missing
@@ -461,7 +482,7 @@ class FakeApiServer:
                 verb = "get"
             else:
                 verb = "watch" if request.query.get("watch") in _TRUE else "list"
-        elif method == "POST" and name is None:
+        elif method == "POST" and (name is None or binding):
             verb = "create"
         elif method == "PUT" and name is not None:
             verb = "update"
@@ -473,7 +494,9 @@ class FakeApiServer:
             raise ApiError(
                 405, f"the server does not allow this method on the requested resource ({method})"
             )
-        if subresource and verb not in ("get", "update", "patch"):
+        if binding and verb != "create":
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        if subresource and not binding and verb not in ("get", "update", "patch"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         return _Route(kind, namespace, name, subresource, verb)
 
@@ -563,6 +586,12 @@ class FakeApiServer:
                     resource_version_match=query.get("resourceVersionMatch") or None,
                 )
             )
+        if route.verb == "create" and route.subresource == "binding":
+            binding = await self._body(request)
+            self.store.bind(namespace, name or "", binding, dry_run=dry_run)
+            return _json(status_object(201, "", ""), 201)
+        if route.verb in ("create", "update"):
+            self._check_fields(kind, await self._body(request), query.get("fieldValidation"))
         if route.verb == "create":
             created = self.store.create(
                 kind,
@@ -590,6 +619,8 @@ class FakeApiServer:
             manager = request.query.get("fieldManager") or None
             if patch_type != "application/apply-patch+yaml":
                 manager = self._manager(request)
+            elif route.subresource is None and isinstance(body, dict):
+                self._check_applied_fields(kind, namespace, name or "", body)
             patched, was_created = self.store.patch(
                 kind,
                 namespace,
@@ -622,6 +653,33 @@ class FakeApiServer:
         return _json(state)
 
     @staticmethod
+    def _check_fields(kind: Kind, body: Any, validation: str | None) -> None:
+        """`fieldValidation=Strict`: a top-level field the kind does not declare is a 400."""
+        if validation != "Strict" or not isinstance(body, dict):
+            return
+        unknown = unknown_top_level_fields(kind, body)
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            raise bad_request(
+                f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+                f"{kind.kind}: strict decoding error: {fields}"
+            )
+
+    @staticmethod
+    def _check_applied_fields(kind: Kind, namespace: str | None, name: str, body: Manifest) -> None:
+        """Server-side apply builds a typed object first: an undeclared field is a 500,
+        whatever `fieldValidation` says (as the real server answers)."""
+        unknown = unknown_top_level_fields(kind, body)
+        if unknown:
+            where = f"{namespace}/{name}" if namespace else name
+            raise ApiError(
+                500,
+                f"failed to create typed patch object ({where}; {kind.api_version}, "
+                f"Kind={kind.kind}): .{unknown[0]}: field not declared in schema",
+                reason="",  # the real Status of this error has none
+            )
+
+    @staticmethod
     def _delete_options(query: Any, body: Any) -> DeleteOptions:
         body = body if isinstance(body, dict) else {}
         preconditions = body.get("preconditions") or {}
@@ -629,7 +687,11 @@ class FakeApiServer:
         if query.get("orphanDependents") is not None:
             orphan = query.get("orphanDependents") in _TRUE
         dry_run = body.get("dryRun") or query.get("dryRun")
+        grace = body.get("gracePeriodSeconds")
+        if query.get("gracePeriodSeconds") is not None:
+            grace = _int_param(query, "gracePeriodSeconds")
         return DeleteOptions(
+            grace_period_seconds=None if grace is None else int(grace),
             propagation_policy=query.get("propagationPolicy") or body.get("propagationPolicy"),
             orphan_dependents=orphan,
             precondition_uid=preconditions.get("uid"),

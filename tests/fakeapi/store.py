@@ -20,7 +20,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -90,6 +90,7 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_resource_version: str | None = None
     dry_run: bool = False
+    grace_period_seconds: int | None = None
 
 
 @dataclass(slots=True)
@@ -132,6 +133,12 @@ class Watcher:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _due(meta: Manifest) -> bool:
+    """Whether an object being deleted goes now: no finalizers, no grace period pending."""
+    pending = meta.get("deletionGracePeriodSeconds") or 0
+    return bool(meta.get("deletionTimestamp")) and not meta.get("finalizers") and not pending
 
 
 def _strip_type(obj: Manifest) -> Manifest:
@@ -408,10 +415,7 @@ class Store:
                 if not resource_version or not resource_version.isdigit():
                     raise bad_request("resourceVersionMatch=Exact needs a resourceVersion")
                 if int(resource_version) != self._rv:
-                    raise expired(
-                        f"too old resource version: {resource_version} ({self._rv}); the fake "
-                        "API server keeps no snapshots"
-                    )
+                    return self._list_at(kind, namespace, int(resource_version), labels, fields)
             elif resource_version_match not in (None, "", "NotOlderThan"):
                 raise bad_request(f"unsupported resourceVersionMatch {resource_version_match!r}")
             start: tuple[str, str] | None = None
@@ -436,6 +440,52 @@ class Store:
                 "metadata": meta,
                 "items": [obj if kind.custom else _strip_type(obj) for _, obj in items],
             }
+
+    def _list_at(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        rv: int,
+        labels: list[Requirement] | None,
+        fields: list[Requirement] | None,
+    ) -> Manifest:
+        """A list as it was at resourceVersion `rv` (`resourceVersionMatch=Exact`).
+
+        Made from the current objects by undoing the kind's watch history after `rv`, as
+        etcd serves an old revision; a revision older than that history (or the last
+        compaction) is `410 Expired`, and one from the future is a 504, like the real
+        server's "Too large resource version". Not paginated.
+        """
+        if rv > self._rv:
+            raise ApiError(
+                504,
+                f"Too large resource version: {rv}, current: {self._rv}",
+                reason="Timeout",
+            )
+        oldest = max(self._floor[kind], self._compacted)
+        if rv < oldest:
+            raise expired(f"The resourceVersion for the provided list is too old: {rv}")
+        state = dict(self._objects[kind])
+        for event in reversed(self._history[kind]):
+            if event.rv <= rv:
+                break
+            key = self._key(event.obj)
+            if event.type == "ADDED" or event.old is None:
+                state.pop(key, None)
+            else:
+                state[key] = event.old
+        items = [
+            state[key]
+            for key in sorted(state)
+            if (namespace is None or key[0] == namespace)
+            and matches(state[key], labels or [], fields or [])
+        ]
+        return {
+            "kind": kind.list_kind,
+            "apiVersion": kind.api_version,
+            "metadata": {"resourceVersion": str(rv)},
+            "items": [clone(obj) if kind.custom else _strip_type(obj) for obj in items],
+        }
 
     def _keys(self, kind: Kind) -> list[tuple[str, str]]:
         keys = self._sorted[kind]
@@ -644,13 +694,13 @@ class Store:
         one is a precondition failure (409), as in real Kubernetes. Server-side apply is
         simplified: the applied object is merged in (strategic merge for built-in kinds,
         merge patch for custom ones), fields this manager applied before and no longer
-        applies are removed unless another manager owns them, and it never reports
-        conflicts (`force` is accepted and ignored).
+        applies are removed unless another manager owns them. Applying a field another
+        manager owns, with another value, is a 409 Conflict naming both, unless `force`
+        takes the field from them (`patching.apply_conflicts`, coarse field sets).
 
         Raises:
             ApiError: 400, 404, 409, 415 (strategic merge on a custom kind), 422.
         """
-        del force
         if patch_type not in PATCH_TYPES:
             raise ApiError(
                 415,
@@ -671,6 +721,7 @@ class Store:
                 body,
                 subresource=subresource,
                 manager=field_manager,
+                force=force,
                 dry_run=dry_run,
             )
         with self.lock:
@@ -724,6 +775,7 @@ class Store:
         *,
         subresource: str | None,
         manager: str | None,
+        force: bool,
         dry_run: bool,
     ) -> tuple[Manifest, bool]:
         if not manager:
@@ -753,6 +805,7 @@ class Store:
             if subresource == "status":
                 applied = {"status": applied["status"]} if "status" in applied else {}
             new_fields = patching.field_set(applied)
+            old = self._take_ownership(kind, old, body, new_fields, manager, subresource, force)
             merge = patching.merge_patch if kind.custom else patching.strategic_merge_patch
             merged = merge(old, body)
             previous: Manifest = {}
@@ -784,6 +837,46 @@ class Store:
                 fields=new_fields,
                 replace_fields=True,
             ), False
+
+    @staticmethod
+    def _take_ownership(
+        kind: Kind,
+        old: Manifest,
+        body: Manifest,
+        fields: Manifest,
+        manager: str,
+        subresource: str | None,
+        force: bool,
+    ) -> Manifest:
+        """Refuse an apply that conflicts (409), or, forced, take the fields from their
+        owners; returns `old` with the managedFields the apply starts from."""
+        entries = old["metadata"].get("managedFields") or []
+        conflicts = patching.apply_conflicts(
+            old, body, patching.leaf_paths(fields), entries, manager, subresource
+        )
+        if not conflicts:
+            return old
+        if force:
+            taken = clone(old)
+            taken["metadata"]["managedFields"] = patching.release_fields(entries, conflicts)
+            return taken
+        causes = [
+            {
+                "reason": "FieldManagerConflict",
+                "message": f'conflict with "{owner}"',
+                "field": "." + ".".join(path),
+            }
+            for owner, path in conflicts
+        ]
+        count = len(causes)
+        listed = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+        raise ApiError(
+            409,
+            f"Apply failed with {count} conflict{'s' if count > 1 else ''}: "
+            + (f"{causes[0]['message']}: {causes[0]['field']}" if count == 1 else listed),
+            reason="Conflict",
+            details={"name": old["metadata"]["name"], "kind": kind.plural, "causes": causes},
+        )
 
     def _finish_update(
         self,
@@ -855,9 +948,47 @@ class Store:
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if dry_run:
             return new
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if _due(meta):
             return clone(self._remove(kind, new, old))
         return clone(self._commit(kind, new, old))
+
+    def bind(
+        self, namespace: str | None, name: str, binding: Any, *, dry_run: bool = False
+    ) -> Manifest:
+        """`POST pods/<name>/binding`: set `spec.nodeName` (and PodScheduled), as a scheduler.
+
+        Raises:
+            ApiError: 404 for a missing pod, 400 for a binding without a target, 409 when
+                the pod is bound already.
+        """
+        pods = kind_for_type("v1", "Pod")
+        target = (binding.get("target") or {}) if isinstance(binding, dict) else {}
+        node = target.get("name")
+        if not node:
+            raise bad_request("a Binding needs target.name")
+        with self.lock:
+            pod = self._require(pods, namespace, name)
+            bound = pod["spec"].get("nodeName")
+            if bound:
+                raise conflict(
+                    "pods/binding", name, why=f'pod {name} is already assigned to node "{bound}"'
+                )
+            if dry_run:
+                return clone(pod)
+
+            def assign(new: Manifest) -> None:
+                new["spec"]["nodeName"] = node
+                status = new.setdefault("status", {})
+                conditions = [
+                    c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+                ]
+                scheduled = {"type": "PodScheduled", "status": "True"}
+                status["conditions"] = [
+                    *conditions,
+                    {**scheduled, "lastProbeTime": None, "lastTransitionTime": self._now()},
+                ]
+
+            return clone(self._rewrite(pods, pod, assign))
 
     # ----------------------------------------------------------------- deletion
 
@@ -916,11 +1047,53 @@ class Store:
                 )
             if options.dry_run:
                 return clone(obj), False
+            grace = self._grace_period(kind, obj, options)
+            if grace:
+                return clone(self._delete_gracefully(kind, obj, grace)), False
             if kind.plural == "namespaces" and not kind.group:
                 state, gone = self._delete_namespace(kind, obj)
             else:
                 state, gone = self._delete(kind, obj, policy)
             return clone(state), gone
+
+    @staticmethod
+    def _grace_period(kind: Kind, obj: Manifest, options: DeleteOptions) -> int:
+        """The seconds a pod's deletion waits for its kubelet (0: delete now).
+
+        Only a pod bound to a node and not finished waits: the request's
+        `gracePeriodSeconds`, else the pod's `terminationGracePeriodSeconds` (default 30).
+        """
+        if kind.plural != "pods" or kind.group:
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = options.grace_period_seconds
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        return max(int(grace), 0)
+
+    def _delete_gracefully(self, kind: Kind, obj: Manifest, grace: int) -> Manifest:
+        """Mark a pod Terminating; a DELETE with grace period 0 (its kubelet's) ends it."""
+        meta = obj["metadata"]
+        pending = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") and pending is not None and int(pending) <= grace:
+            return obj  # already Terminating, at least as soon
+
+        def mark(new: Manifest) -> None:
+            when = self._clock() + timedelta(seconds=grace)
+            new["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if not meta.get("deletionTimestamp"):
+                new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1
+
+        return self._commit(kind, self._marked(obj, mark), obj)
+
+    @staticmethod
+    def _marked(obj: Manifest, change: Callable[[Manifest], None]) -> Manifest:
+        new = clone(obj)
+        change(new)
+        return new
 
     def delete_collection(
         self,
@@ -962,7 +1135,7 @@ class Store:
     def _rewrite(self, kind: Kind, obj: Manifest, change: Callable[[Manifest], None]) -> Manifest:
         new = clone(obj)
         change(new)
-        if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        if _due(new["metadata"]):
             return self._remove(kind, new, obj)
         return self._commit(kind, new, obj)
 
@@ -979,7 +1152,14 @@ class Store:
     def _delete(self, kind: Kind, obj: Manifest, policy: str) -> tuple[Manifest, bool]:
         meta = obj["metadata"]
         if meta.get("deletionTimestamp"):
-            return obj, False
+            if not meta.get("deletionGracePeriodSeconds"):
+                return obj, False
+
+            def now(new: Manifest) -> None:  # the kubelet's grace-0 DELETE of a Terminating pod
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+
+            state = self._rewrite(kind, obj, now)
+            return state, self._stored(kind, meta.get("namespace"), meta["name"]) is None
         uid = meta["uid"]
         if policy == "Orphan":
             for dep_kind, dep in self._dependents(uid):

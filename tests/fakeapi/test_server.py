@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -385,6 +386,90 @@ def test_server_side_apply_creates_updates_and_records_managers(kube_api):
     assert exc.status in (400, 422)
 
 
+def test_server_side_apply_of_another_managers_field_conflicts_unless_forced(kube_api):
+    core, ns = kube_api.core, kube_api.namespace
+    apply = "application/apply-patch+yaml"
+
+    def body(value: str) -> Manifest:
+        meta = {"name": "own"}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": value}}
+
+    core.patch_namespaced_config_map(
+        "own", ns, body("git"), field_manager="gitops", _content_type=apply
+    )
+    exc = _error(
+        lambda: core.patch_namespaced_config_map(
+            "own", ns, body("mine"), field_manager="syncer", _content_type=apply
+        )
+    )
+    refused = json.loads(exc.body or "{}")
+    assert (exc.status, refused["reason"]) == (409, "Conflict")
+    assert refused["details"]["causes"][0]["field"] == ".data.k"
+    forced = core.patch_namespaced_config_map(
+        "own", ns, body("mine"), field_manager="syncer", force=True, _content_type=apply
+    )
+    assert forced.data == {"k": "mine"}
+    owners = [
+        m.manager
+        for m in forced.metadata.managed_fields
+        if "f:k" in (m.fields_v1 or {}).get("f:data", {})
+    ]
+    assert owners == ["syncer"]
+
+
+def test_deleting_a_bound_pod_waits_for_its_kubelet(kube_api):
+    core, ns = kube_api.core, kube_api.namespace
+    pod = _pod("bound")
+    assert pod.spec is not None
+    pod.spec.node_name = "ghost-node"  # no kubelet serves it, so nothing ends the deletion
+    core.create_namespaced_pod(ns, pod)
+    core.delete_namespaced_pod("bound", ns)
+    terminating = core.read_namespaced_pod("bound", ns)
+    assert terminating.metadata.deletion_timestamp is not None
+    assert terminating.metadata.deletion_grace_period_seconds == 30
+    core.patch_namespaced_pod_status("bound", ns, {"status": {"phase": "Running"}})
+    assert core.read_namespaced_pod("bound", ns).metadata.deletion_timestamp is not None
+    core.delete_namespaced_pod("bound", ns, grace_period_seconds=0)  # what a kubelet sends
+    _eventually(lambda: not core.list_namespaced_pod(ns).items)
+    core.create_namespaced_pod(ns, _pod("unbound"))
+    core.delete_namespaced_pod("unbound", ns)  # never scheduled: gone at once
+    assert _error(lambda: core.read_namespaced_pod("unbound", ns)).status == 404
+
+
+def test_the_binding_subresource_assigns_a_pod_once(kube_api):
+    core, ns = kube_api.core, kube_api.namespace
+    pod = _pod("tobind")
+    assert pod.spec is not None
+    pod.spec.scheduler_name = "nobody"  # a real scheduler must not bind it first
+    core.create_namespaced_pod(ns, pod)
+    binding = client.V1Binding(
+        metadata=_meta("tobind"), target=client.V1ObjectReference(kind="Node", name="ghost-node")
+    )
+    core.create_namespaced_pod_binding("tobind", ns, binding, _preload_content=False)
+    bound = core.read_namespaced_pod("tobind", ns)
+    assert bound.spec.node_name == "ghost-node"
+    assert {c.type: c.status for c in bound.status.conditions}["PodScheduled"] == "True"
+    exc = _error(
+        lambda: core.create_namespaced_pod_binding("tobind", ns, binding, _preload_content=False)
+    )
+    assert exc.status == 409
+
+
+def test_an_unknown_bearer_token_is_unauthorized(kube_api):
+    server = kube_api.fake
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(f"{server.url}/api/v1/namespaces/{kube_api.namespace}/pods")
+    request.add_header("Authorization", "Bearer not-a-token")
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        opener.open(request, timeout=10)
+    assert caught.value.code == 401
+    caught.value.close()
+    token = server.kubeconfig()["users"][0]["user"]["token"]
+    request.add_header("Authorization", f"Bearer {token}")
+    with opener.open(request, timeout=10) as reply:
+        assert reply.status == 200
+
+
 def test_custom_resources_take_merge_patch_but_not_strategic_merge(kube_api):
     if not _served(kube_api, "gateway.networking.k8s.io/v1", "httproutes"):
         pytest.skip("the Gateway API CRDs are not installed")
@@ -660,22 +745,29 @@ def test_watch_older_than_history_window_is_gone():
             close_api_client(api)
 
 
-def test_exact_list_of_an_old_resource_version_is_gone(kube_api):
-    kube_api.fake  # noqa: B018 -- a real cluster serves old snapshots until etcd compacts
+def test_exact_list_of_an_old_resource_version_is_served_until_compaction(kube_api):
     core, ns = kube_api.core, kube_api.namespace
+    core.create_namespaced_config_map(ns, _cm("older"))
     old = core.list_namespaced_config_map(ns).metadata.resource_version
     core.create_namespaced_config_map(ns, _cm("newer"))
+    core.patch_namespaced_config_map("older", ns, {"data": {"k": "changed"}})
+    then = core.list_namespaced_config_map(
+        ns, resource_version=old, resource_version_match="Exact", field_selector=OWN
+    )
+    assert then.metadata.resource_version == old
+    assert [(c.metadata.name, c.data) for c in then.items] == [("older", {"k": "v"})]
+    current = core.list_namespaced_config_map(ns).metadata.resource_version
+    exact = core.list_namespaced_config_map(
+        ns, resource_version=current, resource_version_match="Exact", field_selector=OWN
+    )
+    assert [c.metadata.name for c in exact.items] == ["newer", "older"]
+    kube_api.fake.compact()  # a real cluster serves old snapshots until etcd compacts
     exc = _error(
         lambda: core.list_namespaced_config_map(
             ns, resource_version=old, resource_version_match="Exact"
         )
     )
     assert exc.status == 410
-    current = core.list_namespaced_config_map(ns).metadata.resource_version
-    exact = core.list_namespaced_config_map(
-        ns, resource_version=current, resource_version_match="Exact", field_selector=OWN
-    )
-    assert [c.metadata.name for c in exact.items] == ["newer"]
 
 
 def test_dry_run_create_stores_nothing(kube_api):

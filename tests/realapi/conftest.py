@@ -4,7 +4,8 @@ Every test under tests/realapi is marked `realapi` (`./run test -m realapi` runs
 `control_plane` starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 once per session (binaries from tools/k8s/build) and fails, never skips, when it cannot;
 `test_kubelet` registers a Node and runs the Python kubelet; `real` gives each test a fresh
-namespace with the default ServiceAccount already created by the real controller.
+namespace with the default ServiceAccount already created by the real controller; `rig`
+runs the rendered syncer daemon for that namespace (tests/realapi/rig.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,6 +24,10 @@ from tests.realapi.crds import all_crds
 from tests.realapi.gitops import apply_all
 from tests.realapi.kubelet import TestKubelet, container_command
 from tests.realapi.rest import Manifest, Rest, RestError
+
+if TYPE_CHECKING:
+    from tests.e2e.rayhead import RayHead
+    from tests.realapi.rig import Rig
 
 _HERE = Path(__file__).resolve().parent
 _TIMINGS = pytest.StashKey[list[str]]()
@@ -164,6 +170,29 @@ def real(control_plane: ControlPlane, test_kubelet: TestKubelet) -> Iterator[Rea
         yield view
     finally:
         rest.delete(f"/api/v1/namespaces/{namespace}")
+
+
+@pytest.fixture
+def rig(
+    real: Real,
+    ray_head: RayHead,
+    submitters: SubmitterRunner,
+    crds: list[str],
+    tmp_path: Path,
+) -> Iterator[Rig]:
+    """The rendered syncer running for `real`'s namespace; Job-owned pods run for real
+    against the session's Ray head (tests/realapi/rig.py)."""
+    from tests.realapi.rig import running_syncer, submitter_rewrite  # imports this module
+
+    # `crds`: the syncer watches Gateways and HTTPRoutes, so their kinds must be served.
+    submitters.rewrites[real.namespace] = submitter_rewrite(
+        ray_head.dashboard_url.removeprefix("http://")
+    )
+    try:
+        with running_syncer(real, ray_head, tmp_path) as found:
+            yield found
+    finally:
+        submitters.rewrites.pop(real.namespace, None)
 
 
 def pytest_terminal_summary(

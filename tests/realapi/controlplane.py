@@ -12,23 +12,20 @@ Facts and flags: ../shared/reference/real-control-plane.md.
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
 import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import yaml
+
+from tests.processes import LoggedProcess, ProcessExitedError, free_ports, http_ok
 
 REPO: Final = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT: Final = REPO / "tools" / "k8s" / "build"
@@ -40,20 +37,6 @@ SERVICE_CIDR: Final = "10.96.0.0/16"
 
 class ControlPlaneError(RuntimeError):
     """The control plane could not be built or started; the message says which part."""
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports that were free on 127.0.0.1 a moment ago."""
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def binaries() -> Path:
@@ -132,42 +115,12 @@ def write_kubeconfig(path: Path, server: str, ca: Path, token: str, namespace: s
 
 
 @dataclass
-class Component:
-    """One process of the control plane, owned by this process."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def alive(self) -> bool:
-        """Whether it still runs."""
-        return self.process.poll() is None
-
-    def tail(self, lines: int = 30) -> str:
-        """The end of its log, for error messages."""
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        """SIGTERM by PID, then SIGKILL if it does not end in time."""
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-
-
-@dataclass
 class ControlPlane:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler on 127.0.0.1."""
 
     bin_dir: Path
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="realapi-")))
-    components: list[Component] = field(default_factory=list)
+    components: list[LoggedProcess] = field(default_factory=list)
     admin_token: str = field(default_factory=lambda: secrets.token_hex(16))
     api_port: int = 0
     startup_s: float = 0.0
@@ -192,52 +145,33 @@ class ControlPlane:
         """A kubeconfig for another identity (e.g. a ServiceAccount token)."""
         return write_kubeconfig(path, self.server, self.ca, token, namespace)
 
-    def _spawn(self, name: str, argv: list[str]) -> Component:
-        log = self.workdir / f"{name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                start_new_session=True,
-            )
-        component = Component(name, process, log)
+    def _spawn(self, name: str, argv: list[str]) -> LoggedProcess:
+        component = LoggedProcess.start(
+            name, argv, log_path=self.workdir / f"{name}.log", cwd=self.workdir
+        )
         self.components.append(component)
         return component
 
-    def _wait_healthy(self, component: Component, url: str, *, token: str | None) -> None:
+    def _wait_healthy(self, component: LoggedProcess, url: str, *, token: str | None) -> None:
         context = ssl.create_default_context(cafile=str(self.ca)) if token else None
         if context is None:  # kcm and scheduler serve a self-signed certificate of their own
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-        )
-        request = urllib.request.Request(url)
-        if token:
-            request.add_header("Authorization", f"Bearer {token}")
-        deadline = time.monotonic() + START_TIMEOUT_S
-        last = "no answer"
-        while time.monotonic() < deadline:
-            if not component.alive():
-                raise ControlPlaneError(
-                    f"{component.name} exited with {component.process.returncode}:\n"
-                    f"{component.tail()}"
-                )
-            try:
-                with opener.open(request, timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}: {exc.read()[:500]!r}"
-            except OSError as exc:
-                last = str(exc)
-            time.sleep(0.25)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        last = ["no answer"]
+
+        def healthy() -> bool:
+            ok, last[0] = http_ok(url, context=context, headers=headers, timeout=5)
+            return ok
+
+        try:
+            if component.wait(healthy, timeout=START_TIMEOUT_S, interval=0.25):
+                return
+        except ProcessExitedError as exc:
+            raise ControlPlaneError(str(exc)) from None
         raise ControlPlaneError(
-            f"{component.name} not healthy at {url} after {START_TIMEOUT_S:.0f}s ({last}):\n"
+            f"{component.name} not healthy at {url} after {START_TIMEOUT_S:.0f}s ({last[0]}):\n"
             f"{component.tail()}"
         )
 
@@ -363,15 +297,14 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop every component by PID, newest first, and remove etcd's data."""
         for component in reversed(self.components):
-            component.stop()
+            component.stop(STOP_TIMEOUT_S)
         if self._etcd_dir is not None:
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
 
     def log_lines(self, name: str, needle: str) -> list[str]:
         """The lines of component `name`'s log that contain `needle`."""
         component = next(c for c in self.components if c.name == name)
-        text = component.log.read_text(errors="replace") if component.log.exists() else ""
-        return [line for line in text.splitlines() if needle in line]
+        return [line for line in component.log_text().splitlines() if needle in line]
 
     def logs(self) -> dict[str, str]:
         """The tail of each component's log."""

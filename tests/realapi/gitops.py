@@ -4,6 +4,8 @@
 YAML stream it prints. `apply_all` server-side applies objects in dependency order as one
 field manager (Argo CD and Flux both use server-side apply), optionally as a dry run, with
 `fieldValidation=Strict`, and returns every rejection instead of stopping at the first.
+`Applier` is an automated sync with pruning: what left git is deleted, unless it carries
+the renderer's prune protection (an old RayService generation, a retained claim).
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from renderer.naming import PRUNE_PROTECTION
 from tests.realapi.rest import Manifest, Rest, RestError
 
 KUBERAY: Final = Path(sys.executable).parent / "kuberay"
@@ -115,3 +119,43 @@ def referenced_service_accounts(objects: Iterable[Manifest]) -> set[tuple[str, s
         if name:
             found.add((str(obj["metadata"].get("namespace", "")), str(name)))
     return found
+
+
+def prune_protected(obj: Manifest) -> bool:
+    """Whether the GitOps tool keeps `obj` when it leaves git (Argo CD's `Prune=false`)."""
+    annotations = obj["metadata"].get("annotations") or {}
+    key = "argocd.argoproj.io/sync-options"
+    return PRUNE_PROTECTION[key] in str(annotations.get(key, "")).split(",")
+
+
+@dataclass
+class Applier:
+    """A GitOps tool's automated sync with pruning, as field manager `manager`.
+
+    `sync` applies every object of the current render and deletes the objects of earlier
+    renders that left git, except prune-protected ones: those are `kept` (and stay tracked,
+    as Argo CD keeps listing them as extraneous); what it deleted is in `pruned`.
+    """
+
+    rest: Rest
+    namespace: str
+    manager: str = GITOPS_MANAGER
+    tracked: dict[str, Manifest] = field(default_factory=dict)
+    pruned: list[str] = field(default_factory=list)
+    kept: set[str] = field(default_factory=set)
+
+    def sync(self, objects: list[Manifest]) -> None:
+        """Apply `objects` (every rejection fails the test), then prune what left git."""
+        failures = apply_all(self.rest, objects, namespace=self.namespace, manager=self.manager)
+        assert not failures, failures
+        wanted = {name_of(o): o for o in objects}
+        for name, obj in self.tracked.items():
+            if name in wanted:
+                continue
+            if prune_protected(obj):
+                self.kept.add(name)
+                continue
+            self.rest.delete(self.rest.path_of(obj, self.namespace))
+            self.pruned.append(name)
+        kept = {name: self.tracked[name] for name in self.kept if name not in wanted}
+        self.tracked = {**kept, **wanted}

@@ -11,17 +11,14 @@ would stay Terminating forever. Everything is written with the admin identity.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
+from tests.processes import LoggedProcess
 from tests.realapi.rest import Rest, RestError
 
 Manifest = dict[str, Any]
@@ -54,35 +51,15 @@ class PodProcess:
 
     def __init__(self, argv: list[str], env: Mapping[str, str], log: Path, cwd: Path) -> None:
         self.log_path = log
-        self._log: IO[bytes] = log.open("wb")
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-        )
+        self.launched = LoggedProcess.start(log.stem, argv, log_path=log, env=env, cwd=cwd)
 
     def poll(self) -> int | None:
         """The exit code once it has ended."""
-        code = self.process.poll()
-        if code is not None:
-            self._log.close()
-        return code
+        return self.launched.process.poll()
 
     def kill(self) -> None:
-        """Stop its process group (SIGTERM, then SIGKILL)."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                self.process.wait(timeout=5)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self._log.close()
+        """Stop it (SIGTERM, then SIGKILL) and whatever it left in its session."""
+        self.launched.stop_session(5.0)
 
 
 # Decides whether a pod gets a real process: returns (argv, env) or None.

@@ -7,25 +7,23 @@ in its own session, waits for its health endpoint and stops it by PID. Only the 
 and the dashboard client are imported, so the syncer's internal layout may change freely;
 the one exception is the opt-in trace (`REALAPI_SYNCER_TRACE=1`: every watch event,
 relist and RayJob pass's pod view in the log), which wraps three internals by name. SIGUSR1
-logs every thread's stack (`SyncerProcess.dump_threads`, which a stalled test calls).
+logs every thread's stack (`SyncerProcess.thread_dump`, which a stalled test calls).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import faulthandler
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from tests.processes import LoggedProcess, ProcessExitedError, wait_syncer_ready
 
 REPO: Final = Path(__file__).resolve().parents[2]
 
@@ -42,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--identity", required=True)
     args = parser.parse_args(argv)
-    # SIGUSR1 logs every thread's stack (`SyncerProcess.dump_threads`, for a stalled test).
+    # SIGUSR1 logs every thread's stack (`SyncerProcess.thread_dump`, for a stalled test).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     if os.environ.get("REALAPI_SYNCER_TRACE"):
         _trace()
@@ -129,8 +127,7 @@ def _trace() -> None:
 class SyncerProcess:
     """One daemon subprocess, owned by the test that started it."""
 
-    process: subprocess.Popen[bytes]
-    log_path: Path
+    launched: LoggedProcess
 
     @classmethod
     def start(
@@ -147,7 +144,6 @@ class SyncerProcess:
         config_path = workdir / "syncer-config.yaml"
         own = {**config, "bind_address": "127.0.0.1", "health_port": 0, "metrics_port": 0}
         config_path.write_text(json.dumps(own))
-        log_path = workdir / "syncer.log"
         command = [
             sys.executable,
             "-m",
@@ -164,76 +160,62 @@ class SyncerProcess:
             "realapi-syncer",
         ]
         env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=REPO,
-                start_new_session=True,
+        return cls(
+            LoggedProcess.start(
+                "kuberay-syncer", command, log_path=workdir / "syncer.log", env=env, cwd=REPO
             )
-        return cls(process, log_path)
+        )
+
+    @property
+    def log_path(self) -> Path:
+        """Where its output goes."""
+        return self.launched.log_path
 
     def alive(self) -> bool:
         """Whether the process still runs."""
-        return self.process.poll() is None
+        return self.launched.alive()
 
     def log_text(self) -> str:
         """Everything it wrote."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.launched.log_text()
 
     def records(self) -> list[dict[str, Any]]:
         """Its JSON log records."""
-        found = []
-        for line in self.log_text().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    found.append(record)
-        return found
+        return self.launched.records()
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         """Wait for the `started` record, then for `/readyz` to answer 200."""
-        deadline = time.monotonic() + timeout
-        port = None
-        while port is None:
-            for record in self.records():
-                found = re.search(r"health_port=(\d+)", str(record.get("message", "")))
-                if found:
-                    port = int(found.group(1))
-            if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the syncer did not start:\n{self.log_text()[-4000:]}")
-            time.sleep(0.1)
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        while True:
-            with (
-                contextlib.suppress(OSError),
-                opener.open(f"http://127.0.0.1:{port}/readyz", timeout=2) as reply,
-            ):
-                if reply.status == 200:
-                    return
-            if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the syncer is not ready:\n{self.log_text()[-4000:]}")
-            time.sleep(0.1)
+        try:
+            wait_syncer_ready(self.launched, timeout=timeout)
+        except (ProcessExitedError, TimeoutError) as exc:
+            raise AssertionError(f"the syncer did not start: {exc}") from None
 
-    def dump_threads(self) -> None:
-        """Ask the daemon to log every thread's stack (its SIGUSR1 handler)."""
-        if self.alive():
-            os.kill(self.process.pid, signal.SIGUSR1)
-            time.sleep(1.0)
+    def thread_dump(self, settle_s: float = 1.0) -> str:
+        """Every thread's stack (its SIGUSR1 handler), apart from the JSON log records.
+
+        Only what the daemon wrote after the signal and is not a JSON record: the dump
+        faulthandler writes, not the records the daemon logged meanwhile.
+        """
+        if not self.alive():
+            return "(the syncer has exited)"
+        before = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.launched.signal(signal.SIGUSR1)
+        time.sleep(settle_s)
+        with self.log_path.open("rb") as log:
+            log.seek(before)
+            written = log.read().decode(errors="replace")
+        return "\n".join(line for line in written.splitlines() if not _is_record(line))
 
     def stop(self) -> None:
         """SIGTERM by PID, SIGKILL if it does not end in 15 s."""
-        if not self.alive():
-            return
-        os.kill(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=15)
+        self.launched.stop(15.0)
+
+
+def _is_record(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 if __name__ == "__main__":

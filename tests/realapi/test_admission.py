@@ -21,8 +21,8 @@ from tests.paths import GOLDEN
 from tests.realapi.conftest import Real
 from tests.realapi.gitops import apply_all, is_rendered, render, syncer_manifests
 from tests.realapi.rest import Manifest, Rest, RestError
+from tests.realapi.rig import token_for
 from tests.realapi.test_apply_rendered import in_namespace
-from tests.realapi.test_syncer_real import token_for
 
 MANAGED = {"app.kubernetes.io/managed-by": "kuberay-render"}
 

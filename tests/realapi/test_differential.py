@@ -204,9 +204,6 @@ def test_apply_that_drops_a_field_removes_it(pair: Pair) -> None:
 # ---- documented differences of the fake (strict xfails) ----------------------------------
 
 
-@known_difference(
-    "fake: server-side apply never reports field-manager conflicts (real: 409 Conflict)",
-)
 def test_apply_of_a_field_another_manager_owns_conflicts(pair: Pair) -> None:
     pair.both(
         lambda r: r.apply(
@@ -220,12 +217,37 @@ def test_apply_of_a_field_another_manager_owns_conflicts(pair: Pair) -> None:
     )
     assert real == (409, "Conflict")
     same(fake, real, "second manager's apply")
+    # The same value is shared ownership, not a conflict.
+    fake, real = pair.outcomes(
+        lambda r: r.apply(configmap("own", {"k": "git"}), manager="other", namespace=pair.namespace)
+    )
+    assert real == (200, "")
+    same(fake, real, "a third manager applying the same value")
+    # Forced, the syncer takes the field: git's next apply of its old value conflicts now.
+    fake, real = pair.both(
+        lambda r: r.apply(
+            configmap("own", {"k": "syncer"}),
+            manager="syncer",
+            namespace=pair.namespace,
+            force=True,
+        )["data"]
+    )
+    assert real == {"k": "syncer"}
+    same(fake, real, "data after the forced apply")
+
+    def owners(rest: Rest) -> list[str]:
+        live = rest.get("v1", "ConfigMap", pair.namespace, "own")
+        return sorted(
+            m["manager"]
+            for m in live["metadata"]["managedFields"]
+            if "f:k" in (m.get("fieldsV1") or {}).get("f:data", {})
+        )
+
+    fake, real = pair.both(owners)
+    assert real == ["syncer"]
+    same(fake, real, "owners of data.k after the forced apply")
 
 
-@known_difference(
-    "fake: no field validation; a create with fieldValidation=Strict accepts an unknown field "
-    "(real: 400 BadRequest, strict decoding error naming it)",
-)
 def test_strict_create_refuses_an_unknown_field(pair: Pair) -> None:
     body = {**configmap("unknown", {"k": "v"}), "spec": {"surprise": True}}
     fake, real = pair.outcomes(lambda r: r.create(body, pair.namespace, fieldValidation="Strict"))
@@ -233,10 +255,6 @@ def test_strict_create_refuses_an_unknown_field(pair: Pair) -> None:
     same(fake, real, "create with an unknown field")
 
 
-@known_difference(
-    "fake: server-side apply accepts an unknown field (real: 500 'failed to create typed "
-    "patch object ... field not declared in schema', whatever fieldValidation says)",
-)
 def test_apply_refuses_an_unknown_field_whatever_the_field_validation(pair: Pair) -> None:
     body = {**configmap("unknown", {"k": "v"}), "spec": {"surprise": True}}
     for strict in (True, False):
@@ -249,10 +267,6 @@ def test_apply_refuses_an_unknown_field_whatever_the_field_validation(pair: Pair
     same(fake, real, "apply with an unknown field")
 
 
-@known_difference(
-    "fake: deletes a bound pod at once (real: graceful deletion, the pod stays with "
-    "deletionTimestamp until its kubelet confirms)",
-)
 def test_deleting_a_bound_pod_is_graceful(pair: Pair) -> None:
     # Bound to a node no kubelet serves, so nothing finishes the deletion on the real side.
     pair.both(lambda r: r.create(pod("bound", nodeName="ghost-node"), pair.namespace))
@@ -263,9 +277,14 @@ def test_deleting_a_bound_pod_is_graceful(pair: Pair) -> None:
     assert real["metadata"]["deletionTimestamp"]
     assert real["metadata"]["deletionGracePeriodSeconds"] == 30
     same(fake is not None, True, "the pod still exists after DELETE")
+    same(fake["metadata"]["deletionGracePeriodSeconds"], 30, "its grace period")
+    # The kubelet's DELETE with grace period 0 ends it on both.
+    pair.both(lambda r: r.request("DELETE", path, {"gracePeriodSeconds": 0}))
+    fake, real = pair.both(lambda r: r.get_or_none("v1", "Pod", pair.namespace, "bound"))
+    assert real is None
+    same(fake, real, "the pod after the grace-0 DELETE")
 
 
-@known_difference("fake: no authentication (real: an unknown bearer token gets 401)")
 def test_an_unknown_token_is_unauthorized(pair: Pair) -> None:
     stranger_fake = Rest(pair.fake.server, "not-a-token")
     stranger_real = Rest(pair.real.server, "not-a-token", ca=pair.real_ca)
@@ -275,9 +294,6 @@ def test_an_unknown_token_is_unauthorized(pair: Pair) -> None:
     same(fake, real, "a list with an unknown token")
 
 
-@known_difference(
-    "fake: no pods/binding subresource (real: the binding sets spec.nodeName)",
-)
 def test_binding_subresource_binds_a_pod(pair: Pair) -> None:
     pair.both(lambda r: r.create(pod("tobind", schedulerName="nobody"), pair.namespace))
     binding = {
@@ -292,12 +308,17 @@ def test_binding_subresource_binds_a_pod(pair: Pair) -> None:
     bound = pair.real.get("v1", "Pod", pair.namespace, "tobind")
     assert bound["spec"]["nodeName"] == "ghost-node"
     same(fake, real, "POST pods/binding")
+    fake_pod = pair.fake.get("v1", "Pod", pair.namespace, "tobind")
+    same(fake_pod["spec"]["nodeName"], "ghost-node", "spec.nodeName after the binding")
+    scheduled = {c["type"]: c["status"] for c in bound["status"]["conditions"]}
+    fake_scheduled = {c["type"]: c["status"] for c in fake_pod["status"]["conditions"]}
+    same(fake_scheduled.get("PodScheduled"), scheduled.get("PodScheduled"), "PodScheduled")
+    # A second binding of a bound pod is refused on both.
+    fake, real = pair.outcomes(lambda r: r.request("POST", path, binding))
+    assert real == (409, "Conflict")
+    same(fake, real, "binding a bound pod")
 
 
-@known_difference(
-    "fake: resourceVersionMatch=Exact serves only the current resourceVersion "
-    "(real: an older one is served from etcd)",
-)
 def test_list_at_an_older_exact_resource_version(pair: Pair) -> None:
     def run(rest: Rest) -> int:
         rest.create(configmap("v1", {"k": "1"}), pair.namespace)

@@ -12,15 +12,8 @@ Ray head (no cluster DNS: the head Service address is rewritten to the head's ad
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,15 +21,12 @@ from renderer.naming import RUN_ANNOTATION
 from tests.e2e.rayhead import RayHead
 from tests.manifests import rayjob
 from tests.realapi.conftest import Real, SubmitterRunner
-from tests.realapi.gitops import GITOPS_MANAGER, apply_all, render, syncer_manifests
-from tests.realapi.rest import Manifest, Rest, RestError
-from tests.realapi.syncerd import SyncerProcess
+from tests.realapi.gitops import GITOPS_MANAGER, apply_all
+from tests.realapi.rest import RestError
+from tests.realapi.rig import Rig, condition, gates, intent_of, running_syncer, wait_until
 
 GATE = "kuberay.io/cluster-ready"
 SHUTDOWN = "kuberay.io/shutdown-requested"
-_SERVICE_ADDRESS = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9-]+\.svc\.cluster\.local:\d+")
-_FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
-_JOB_TIMEOUT_S = float(os.environ.get("REALAPI_JOB_TIMEOUT_S", "180"))
 
 
 def job_manifest(
@@ -51,210 +41,6 @@ def job_manifest(
     return rayjob(
         name, entrypoint=entrypoint, mode=mode, annotations={RUN_ANNOTATION: run}, spec=spec
     )
-
-
-def wait_until(probe: Callable[[], Any], what: str, timeout: float = _JOB_TIMEOUT_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
-
-
-@dataclass
-class Rig:
-    real: Real
-    syncer: SyncerProcess
-    sa_rest: Rest
-    system_namespace: str
-    head: RayHead | None = None
-
-    @property
-    def rest(self) -> Rest:
-        return self.real.rest
-
-    @property
-    def namespace(self) -> str:
-        return self.real.namespace
-
-    def render(self, manifest: str) -> list[Manifest]:
-        return render(manifest, self.namespace)
-
-    def apply(self, objects: list[Manifest], **kwargs: Any) -> None:
-        failures = apply_all(self.rest, objects, namespace=self.namespace, **kwargs)
-        assert not failures, failures
-
-    def pod(self, name: str) -> Manifest:
-        return self.rest.get("v1", "Pod", self.namespace, name)
-
-    def job_pods(self, job: str) -> list[Manifest]:
-        return self.rest.list("v1", "Pod", self.namespace, labelSelector=f"job-name={job}")
-
-    def status(self, name: str) -> Manifest:
-        cm = self.rest.get_or_none("v1", "ConfigMap", self.namespace, f"{name}-kuberay-status")
-        if cm is None:
-            return {}
-        status: Manifest = json.loads(cm["data"]["status.json"])["status"]
-        return status
-
-    def wait_status(self, name: str, deployment: str) -> Manifest:
-        def probe() -> Manifest | None:
-            status = self.status(name)
-            return status if status.get("jobDeploymentStatus") == deployment else None
-
-        try:
-            found: Manifest = wait_until(probe, f"{name} {deployment}")
-        except AssertionError as exc:
-            raise AssertionError(
-                f"{exc}; status now {self.status(name)}\n{self.diagnosis()}"
-            ) from None
-        return found
-
-    def diagnosis(self) -> str:
-        """Pods, their processes' output, kubelet errors and the syncer's log."""
-        lines = []
-        for pod in self.rest.list("v1", "Pod", self.namespace):
-            meta, status = pod["metadata"], pod.get("status") or {}
-            ready = _condition(pod, "Ready") or {}
-            lines.append(
-                f"pod {meta['name']}: node={pod['spec'].get('nodeName')} "
-                f"gates={_gates(pod)} phase={status.get('phase')} ready={ready.get('status')} "
-                f"rv={meta.get('resourceVersion')} "
-                f"annotations={sorted(meta.get('annotations') or {})}"
-            )
-            output = self.real.kubelet.log_of(self.namespace, meta["name"])
-            if output:
-                lines.append(f"  output: {output[-1500:]}")
-        kubelet = self.real.kubelet
-        if self.head is not None:
-            lines.append(f"ray head {self.head.dashboard_url} alive={self.head.alive}")
-        lines.append(f"kubelet alive={kubelet.alive} errors: {kubelet.errors[-5:]}")
-        lines.append("kubelet journal:\n  " + "\n  ".join(kubelet.journal_of(self.namespace)))
-        scheduler = self.real.plane.log_lines("kube-scheduler", self.namespace)
-        lines.append("scheduler log:\n  " + "\n  ".join(scheduler[-30:]))
-        self.syncer.dump_threads()
-        lines.append(f"syncer log:\n{self.syncer.log_text()[-6000:]}")
-        return "\n".join(lines)
-
-    def forbidden(self) -> list[str]:
-        """The syncer's log records that mention a 403 or Forbidden (timestamps aside)."""
-        found = []
-        for line in self.syncer.log_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:  # not a JSON record (a traceback, say): the whole line
-                text = line
-            else:
-                if isinstance(record, dict):
-                    record.pop("time", None)
-                text = json.dumps(record)
-            if _FORBIDDEN.search(text):
-                found.append(text)
-        return found
-
-
-def intent_of(objects: list[Manifest]) -> Manifest:
-    cm = next(o for o in objects if o["metadata"]["name"].endswith("-kuberay-intent"))
-    data: Manifest = json.loads(next(iter(cm["data"].values())))
-    return data
-
-
-def token_for(rest: Rest, namespace: str, account: str) -> str:
-    """A token of `account`, from the TokenRequest API."""
-    answer = rest.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    return str(answer["status"]["token"])
-
-
-def install_syncer(real: Real, system: str, *extra: str) -> tuple[list[Manifest], Manifest]:
-    """Apply what `kuberay syncer-manifests` renders; returns the objects and the config."""
-    real.namespace_object(system)
-    objects = syncer_manifests(system, real.namespace, "--replicas", "0", *extra)
-    failures = apply_all(real.rest, objects, namespace=system)
-    assert not failures, failures
-    cm = next(o for o in objects if o["kind"] == "ConfigMap")
-    config: Manifest = json.loads(cm["data"]["config.yaml"])
-    return objects, config
-
-
-def submitter_rewrite(head_address: str) -> Callable[..., tuple[list[str], dict[str, str]] | None]:
-    """Run submitter pods (owned by a Job) for real, with the head Service resolved."""
-    bin_dir = str(Path(sys.executable).parent)
-
-    def rewrite(
-        pod: Manifest, found: tuple[list[str], dict[str, str]]
-    ) -> tuple[list[str], dict[str, str]] | None:
-        owners = pod["metadata"].get("ownerReferences") or []
-        if not any(o.get("kind") == "Job" for o in owners):
-            return None
-        argv, env = found
-        argv = [_SERVICE_ADDRESS.sub(head_address, a) for a in argv]
-        env = {k: _SERVICE_ADDRESS.sub(head_address, v) for k, v in env.items()}
-        full = {
-            **os.environ,
-            **env,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
-        return argv, full
-
-    return rewrite
-
-
-@pytest.fixture
-def rig(
-    real: Real,
-    ray_head: RayHead,
-    submitters: SubmitterRunner,
-    crds: list[str],
-    tmp_path: Path,
-) -> Iterator[Rig]:
-    # `crds`: the syncer watches Gateways and HTTPRoutes, so their kinds must be served.
-    system = f"{real.namespace}-sys"
-    _, config = install_syncer(real, system)
-    config["poll_interval_s"] = 0.5
-    token = token_for(real.rest, system, "kuberay-syncer")
-    kubeconfig = real.plane.kubeconfig_for(tmp_path / "syncer.kubeconfig", token, system)
-    sa_rest = Rest(real.plane.server, token, ca=real.plane.ca)
-    submitters.rewrites[real.namespace] = submitter_rewrite(
-        ray_head.dashboard_url.removeprefix("http://")
-    )
-    syncer = SyncerProcess.start(
-        config=config,
-        kubeconfig=kubeconfig,
-        namespace=system,
-        dashboard_url=ray_head.dashboard_url,
-        workdir=tmp_path / "syncer",
-    )
-    try:
-        syncer.wait_ready()
-        yield Rig(real, syncer, sa_rest, system, ray_head)
-    finally:
-        syncer.stop()
-        submitters.rewrites.pop(real.namespace, None)
-        real.rest.delete(f"/api/v1/namespaces/{system}")
-
-
-def _gates(pod: Manifest) -> list[str]:
-    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
-
-
-def _condition(pod: Manifest, kind: str) -> Manifest | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition["type"] == kind:
-            return dict(condition)
-    return None
 
 
 def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_succeeds(
@@ -275,10 +61,10 @@ def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_su
     rig.apply([o for o in objects if o["kind"] != "Pod"])
     submitter = wait_until(lambda: next(iter(rig.job_pods("rj-ok")), None), "the submitter pod")
     name = submitter["metadata"]["name"]
-    assert _gates(submitter) == [GATE]
+    assert gates(submitter) == [GATE]
     # The real scheduler sees the gate and reports it; it binds nothing.
     gated = wait_until(
-        lambda: _condition(rig.pod(name), "PodScheduled"), "PodScheduled from the scheduler", 60
+        lambda: condition(rig.pod(name), "PodScheduled"), "PodScheduled from the scheduler", 60
     )
     assert (gated["status"], gated["reason"]) == ("False", "SchedulingGated")
     assert not rig.pod(name)["spec"].get("nodeName")
@@ -288,7 +74,7 @@ def test_syncer_ungates_the_submitter_the_real_scheduler_binds_it_and_the_job_su
     rig.apply([o for o in objects if o["kind"] == "Pod"])
     complete = rig.wait_status("rj-ok", "Complete")
     pod = rig.pod(name)
-    assert _gates(pod) == []
+    assert gates(pod) == []
     assert pod["spec"]["nodeName"] == rig.real.kubelet.node  # bound by kube-scheduler
     assert complete["jobStatus"] == "SUCCEEDED"
     assert complete["jobId"] == derived["submissionId"]
@@ -457,22 +243,8 @@ def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
     real: Real, ray_head: RayHead, submitters: SubmitterRunner, crds: list[str], tmp_path: Path
 ) -> None:
     # ttl_mode delete: the rendered config and Role of `--ttl-mode delete`.
-    system = f"{real.namespace}-sys"
-    _, config = install_syncer(real, system, "--ttl-mode", "delete")
-    assert config["ttl_mode"] == "delete"
-    config["poll_interval_s"] = 0.5
-    token = token_for(real.rest, system, "kuberay-syncer")
-    kubeconfig = real.plane.kubeconfig_for(tmp_path / "syncer.kubeconfig", token, system)
-    syncer = SyncerProcess.start(
-        config=config,
-        kubeconfig=kubeconfig,
-        namespace=system,
-        dashboard_url=ray_head.dashboard_url,
-        workdir=tmp_path / "syncer",
-    )
-    try:
-        syncer.wait_ready()
-        rig = Rig(real, syncer, Rest(real.plane.server, token, ca=real.plane.ca), system, ray_head)
+    with running_syncer(real, ray_head, tmp_path, "--ttl-mode", "delete") as rig:
+        assert rig.config["ttl_mode"] == "delete"
         objects = rig.render(
             job_manifest(
                 "rj-ttl",
@@ -496,6 +268,3 @@ def test_ttl_delete_mode_deletes_the_cluster_pods_and_the_kubelet_finishes_it(
             timeout=90,
         )
         assert rig.forbidden() == []
-    finally:
-        syncer.stop()
-        real.rest.delete(f"/api/v1/namespaces/{system}")

@@ -14,17 +14,13 @@ for the liveness tests: SIGUSR1 makes the ConfigMap informer's thread end at its
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +32,7 @@ from syncer.kube.informer import Informer
 from syncer.kube.leader import LeaderElector
 from syncer.ray.dashboard import HttpDashboard
 from syncer.ray.types import Dashboard
+from tests.processes import LoggedProcess, ProcessExitedError, syncer_health_url, wait_syncer_ready
 
 Manifest = dict[str, Any]
 DASHBOARD_ENV: Final = "KUBERAY_TEST_DASHBOARD_URL"
@@ -152,8 +149,7 @@ class Daemon:
     """One daemon subprocess, owned by the test that started it."""
 
     identity: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
+    launched: LoggedProcess
     submissions_path: Path
 
     @property
@@ -176,8 +172,6 @@ class Daemon:
 
         `dashboard_url` None keeps the daemon's own HTTP dashboard factory.
         """
-        workdir.mkdir(parents=True, exist_ok=True)
-        log_path = workdir / f"{identity}.log"
         submissions = workdir / f"{identity}.submissions.jsonl"
         env = {**os.environ, SUBMISSIONS_ENV: str(submissions)}
         env.pop(DASHBOARD_ENV, None)
@@ -196,86 +190,60 @@ class Daemon:
             "--identity",
             identity,
         ]
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=REPO,
-                start_new_session=True,
-            )
-        return cls(identity, process, log_path, submissions)
+        launched = LoggedProcess.start(
+            f"daemon {identity}", command, log_path=workdir / f"{identity}.log", env=env, cwd=REPO
+        )
+        return cls(identity, launched, submissions)
 
     @property
     def pid(self) -> int:
         """The daemon's PID."""
-        return self.process.pid
+        return self.launched.pid
 
     def alive(self) -> bool:
         """Whether the process is still running."""
-        return self.process.poll() is None
+        return self.launched.alive()
 
     def log(self) -> list[Manifest]:
         """The JSON log records written so far (other lines are skipped)."""
-        records: list[Manifest] = []
-        if not self.log_path.exists():
-            return records
-        for line in self.log_path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    records.append(record)
-        return records
+        return self.launched.records()
 
     def log_text(self) -> str:
         """The raw output, for failure messages."""
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.launched.log_text()
 
     def wait_started(self, timeout: float = 60.0) -> Manifest:
         """Wait for the `started ...` log record; raises if the process ends first."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for record in self.log():
-                if str(record.get("message", "")).startswith("started "):
-                    return record
-            if not self.alive():
-                raise AssertionError(
-                    f"daemon {self.identity} exited with {self.process.returncode}:\n"
-                    f"{self.log_text()[-4000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"daemon {self.identity} did not start:\n{self.log_text()}")
-            time.sleep(0.05)
+        found: list[Manifest] = []
+
+        def started() -> bool:
+            found.extend(r for r in self.log() if str(r.get("message", "")).startswith("started "))
+            return bool(found)
+
+        try:
+            if self.launched.wait(started, timeout=timeout, interval=0.05):
+                return found[0]
+        except ProcessExitedError as exc:
+            raise AssertionError(str(exc)) from None
+        raise AssertionError(f"daemon {self.identity} did not start:\n{self.log_text()}")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Wait until `/readyz` answers 200 (every informer has listed once)."""
-        started = self.wait_started(timeout)
-        found = re.search(r"health_port=(\d+)", str(started["message"]))
-        assert found is not None, started
-        url = f"http://127.0.0.1:{found.group(1)}/readyz"
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(OSError), opener.open(url, timeout=2) as reply:
-                if reply.status == 200:
-                    return
-            if not self.alive() or time.monotonic() > deadline:
-                raise AssertionError(
-                    f"daemon {self.identity} not ready:\n{self.log_text()[-4000:]}"
-                )
-            time.sleep(0.05)
+        try:
+            wait_syncer_ready(self.launched, timeout=timeout)
+        except (ProcessExitedError, TimeoutError) as exc:
+            raise AssertionError(str(exc)) from None
 
     def health_url(self, timeout: float = 60.0) -> str:
         """`http://127.0.0.1:<health port>`, from the `started` log record."""
-        found = re.search(r"health_port=(\d+)", str(self.wait_started(timeout)["message"]))
-        assert found is not None
-        return f"http://127.0.0.1:{found.group(1)}"
+        try:
+            return syncer_health_url(self.launched, timeout=timeout)
+        except (ProcessExitedError, TimeoutError) as exc:
+            raise AssertionError(str(exc)) from None
 
     def signal(self, signum: int) -> None:
         """Send `signum` to the daemon, by PID."""
-        os.kill(self.pid, signum)
+        self.launched.signal(signum)
 
     def submissions(self) -> list[Manifest]:
         """The `submit_job` calls this daemon made, in order."""
@@ -286,23 +254,18 @@ class Daemon:
     def terminate(self, timeout: float = _STOP_TIMEOUT_S) -> int:
         """SIGTERM by PID (a graceful stop) and wait; returns the exit code."""
         if self.alive():
-            os.kill(self.pid, signal.SIGTERM)
-        return self.process.wait(timeout=timeout)
+            self.signal(signal.SIGTERM)
+        return self.launched.process.wait(timeout=timeout)
 
     def kill(self) -> int:
         """SIGKILL by PID (a crash) and wait; returns the exit code."""
         if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-        return self.process.wait(timeout=_STOP_TIMEOUT_S)
+            self.signal(signal.SIGKILL)
+        return self.launched.process.wait(timeout=_STOP_TIMEOUT_S)
 
     def stop(self) -> None:
-        """Clean-up: SIGTERM, then SIGKILL if it does not end in time."""
-        if not self.alive():
-            return
-        try:
-            self.terminate(timeout=10.0)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """Clean-up: SIGTERM, then SIGKILL if it does not end in 10 s."""
+        self.launched.stop(10.0)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,20 @@ from dataclasses import replace
 
 import pytest
 
-from renderer import naming
+from renderer import compile as compiler
+from renderer import naming, sources
+from renderer.errors import ManifestError
+from renderer.options import RenderOptions
 from syncer import metrics
+from syncer.kube import meta
 from syncer.kube.client import CONFIGMAPS, EVENTS, PODS, SERVICES
 from syncer.raycluster import reconciler as raycluster
 from syncer.raycluster import status as cluster_status
+from syncer.raycluster import views
 from syncer.raycluster.healing import Backoff
 from syncer.raycluster.report import Reporter
 from tests.fakeapi.fixtures import KubeApi
+from tests.paths import SAMPLES
 from tests.syncer.harness import apply, render, wait_until
 from tests.syncer.test_raycluster_reconciler import CLUSTER, NAME, Manifest, Rig, make_rig, ready
 
@@ -269,3 +275,37 @@ def test_the_duration_is_set_at_the_transition_only() -> None:
     reporter.provisioned(key, "u1", before, after, created)
     assert duration("c1", "ns-duration") == 42.0
     reporter.drop_series("ns-duration", "c1")
+
+
+# --- every cluster kind renders the Service that owns its status ------------------------------
+
+
+def test_every_rendered_head_pod_of_every_sample_has_the_head_service_that_anchors_it() -> None:
+    """KubeRay's samples, all kinds: each rendered head Pod's cluster has one rendered head
+    Service the reconciler picks (labels it indexes, managed-by), stable across a template
+    change (its name does not carry the pod hash)."""
+    clusters = 0
+    kinds: set[str] = set()
+    for path in sorted(SAMPLES.rglob("*.yaml")):
+        documents, problems = sources.read_documents([str(path)])
+        if problems:
+            continue
+        try:
+            rendered = compiler.render(documents, RenderOptions(namespace="ns"))
+        except ManifestError:
+            continue  # one of the samples that stay refused (README)
+        objects = list(rendered.objects)
+        services = [o for o in objects if o["kind"] == "Service" and views.head_service_of(o)]
+        for pod in objects:
+            if pod["kind"] != "Pod" or meta.label(pod, naming.RAY_NODE_TYPE) != "head":
+                continue
+            cluster = meta.label(pod, naming.RAY_CLUSTER)
+            own = [s for s in services if views.head_service_of(s) == [("ns", cluster)]]
+            chosen = views.head_service(own, cluster)
+            assert chosen is not None, f"{path.name}: no head Service for {cluster}"
+            assert meta.is_rendered(chosen), f"{path.name}: {meta.name(chosen)} not rendered"
+            assert not meta.name(chosen).startswith(meta.name(pod)), path.name
+            clusters += 1
+            kinds.add(meta.label(pod, naming.ORIGIN_KIND))
+    print(f"clusters={clusters} kinds={sorted(kinds)}")  # noqa: T201 - the measured numbers
+    assert {"RayCluster", "RayJob", "RayService"} <= kinds

@@ -153,8 +153,13 @@ class RayClusterReconciler:
             p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
         ]
         heads = [p for p in members if meta.label(p, naming.RAY_NODE_TYPE) == "head"]
+        for head in heads:  # vouch for the anchor's Job while a head Pod lives
+            self.cleanup.verify(ns, cluster, head)
         pruned = self.cleanup.pending(ns, cluster)
-        cleaning = self.cleanup.step(pruned, cluster, len(heads)) if pruned else None
+        cleaning = None
+        if pruned is not None:
+            in_git = anchor.owner(self._head_service(ns, cluster), None) is not None
+            cleaning = self.cleanup.step(pruned, cluster, len(heads), in_git=in_git)
         if not heads:
             if pruned is None:
                 self._forget(key)

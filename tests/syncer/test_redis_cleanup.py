@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +222,7 @@ def _rendered(timeout: int = 300) -> tuple[Manifest, Manifest]:
 
 def _live(head: Manifest) -> Manifest:
     """The head Pod as the API server returns it: defaults, the token volume, a node."""
-    live = json.loads(json.dumps(head))
+    live: Manifest = json.loads(json.dumps(head))
     spec = live["spec"]
     spec.update(
         dnsPolicy="ClusterFirst",
@@ -278,7 +278,7 @@ def _pod(job: Manifest) -> Manifest:
     return pod
 
 
-FORGERIES = {
+FORGERIES: dict[str, tuple[Callable[[Manifest], object], str]] = {
     "image": (
         lambda j: _pod(j)["containers"][0].update(image="evil/miner:1"),
         "spec.template.spec.containers[0].image",

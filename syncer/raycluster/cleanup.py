@@ -3,23 +3,23 @@
 The renderer puts KubeRay's finalizer `ray.io/gcs-ft-redis-cleanup-finalizer` on the
 ConfigMap `<cluster>-redis-cleanup` (raycluster.md §4.5). Once it has a deletionTimestamp,
 `RedisCleanup.step` does what KubeRay does on deletion: wait (10 s looks) until no head Pod
-of the cluster remains; create the cleanup Job the anchor holds if none exists (owned by
-the anchor, so it goes with it); remove the finalizer once that Job is Complete, Failed or
+of the cluster remains; create the cleanup Job the anchor holds if none exists (owned by the
+anchor, so it goes with it); remove the finalizer once that Job is Complete, Failed or
 FailureTarget (a failure is reported with a Warning Event, as KubeRay logs it), or when
 `ray.io/gcs-ft-deletion-timeout` seconds (default 300) have passed since the deletion
 (Warning `ForceDeletedStuckCluster`). The Job is checked before it is created: KubeRay's
-name, labels, command, restart policy, limits, backoff and deadline exactly, in the
-anchor's namespace only (`checked_job`), and everything else equal to what the renderer
-derives from the cluster's head Pod (`verify.mismatch`). The anchor is a ConfigMap, which
-whoever may write ConfigMaps there can forge or edit; the head Pod is what the GitOps tool
-created from git. So while a head Pod lives, `verify` reads it (one GET per head Pod and
-anchor version) and vouches for the anchor's Job if it is that head's; at cleanup time
-only a vouched Job is created (else Warning `RedisCleanupUnverified`, and the timeout
-releases the anchor, as after a failed cleanup). Nor does a cleanup start while the
-cluster's rendered head Service is still there: an anchor deleted by hand, with the
-cluster still in git, must not wipe the GCS state at its next head replacement. Writes:
-one Job create, one guarded finalizer patch, Events. The vouches are in memory: a syncer
-that restarts after the last head is gone does not run that cleanup (it says so).
+name, labels, command, restart policy, limits, backoff and deadline exactly, in the anchor's
+namespace only (`checked_job`), and everything else equal to what the renderer derives from
+the cluster's head Pod (`verify.mismatch`). The anchor is a ConfigMap, which whoever may
+write ConfigMaps there can forge or edit; the head Pod is what the GitOps tool created from
+git. So while a head Pod lives, `verify` reads it (one GET per anchor version once vouched;
+per head Pod version while not) and vouches for the anchor's Job if it is that head's; at
+cleanup time only a vouched Job is created (else Warning `RedisCleanupUnverified`, and the
+timeout releases the anchor, as after a failed cleanup). Nor does a cleanup start while the
+cluster's rendered head Service is still there: an anchor deleted by hand, with the cluster
+still in git, must not wipe the GCS state at its next head replacement. Writes: one Job
+create, one guarded finalizer patch, Events. The vouches are in memory: a syncer that
+restarts after the last head is gone does not run that cleanup (it says so).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class RedisCleanup:
         self.created = 0
         self.released = 0
         self.lookups = 0  # head Pods read to verify an anchor
-        self._checked: set[tuple[str, str]] = set()  # (anchor digest, head uid)
+        self._checked: set[tuple[str, str]] = set()  # (anchor digest, head uid/version)
         self._vouched: dict[tuple[str, str], deque[str]] = {}
         self._doubts: dict[tuple[str, str], str] = {}
 
@@ -158,8 +158,13 @@ class RedisCleanup:
             return
         if meta.label(anchor, naming.RAY_CLUSTER) != cluster:
             return
+        key = (namespace, cluster)
         digest, uid = _digest(anchor), str(meta.metadata(head).get("uid") or "")
-        if (digest, uid) in self._checked or not uid:
+        if not uid or digest in self._vouched.get(key, ()):
+            return
+        # A doubted Job is looked at again when the head Pod changes (a gate removed).
+        seen = (digest, f"{uid}/{meta.metadata(head).get('resourceVersion')}")
+        if seen in self._checked:
             return
         live = self.kube.get(PODS, namespace, meta.name(head))
         self.lookups += 1
@@ -167,8 +172,7 @@ class RedisCleanup:
             return  # gone or re-created: its successor is checked when seen
         if len(self._checked) > _MEMORY:
             self._checked.clear()
-        self._checked.add((digest, uid))
-        key = (namespace, cluster)
+        self._checked.add(seen)
         try:
             why = verify.mismatch(checked_job(anchor, cluster), live)
         except CleanupRefusedError as exc:

@@ -1,22 +1,23 @@
-"""Whether a Redis cleanup Job is the one the renderer derives from the cluster's live head Pod.
+"""Whether a Redis cleanup Job is the one the renderer derives from the live head Pod.
 
 The anchor ConfigMap `<cluster>-redis-cleanup` is a ConfigMap: whoever may write ConfigMaps
 in the namespace can forge one, or edit the real one, and so choose the Job the syncer
-creates. `cleanup.checked_job` fixes KubeRay's command, limits and labels; this module
-fixes everything else, by comparing the Job's pod with the head Pod it is derived from
-(raycluster.md §4.5: the head's pod spec, its Ray container with only the command, args,
-env additions, resources and probes changed, minus the `wait-for-tls-ip-san` init
-container). The head Pod was created by the GitOps tool from git, so a Job equal to it
-grants nothing its creator could not already run. `mismatch` names the first field that
-differs, as a JSON path; None means the Job is the head's.
+creates. `cleanup.checked_job` fixes KubeRay's command, limits and labels; this module fixes
+everything else, by comparing the Job's pod with the head Pod it is derived from
+(raycluster.md §4.5: the head's pod spec, its Ray container with only the command, args, env
+additions, resources and probes changed, minus the `wait-for-tls-ip-san` init container).
+The head Pod was created by the GitOps tool from git, so a Job equal to it grants nothing
+its creator could not already run. `mismatch` names the first field that differs, as a JSON
+path; None means the Job is the head's.
 
 The head Pod is read live, so it carries what the API server filled in: the fields in
 `_POD_DEFAULTED` and `_CONTAINER_DEFAULTED` may be absent from the Job (the server fills
-them the same way for it), the projected service-account token volume and its mounts are
-ignored, the default tolerations may be missing from the Job, and values equal to a known
-default (`defaultMode: 420`, `fieldRef.apiVersion: v1`, port `protocol: TCP`, empty
-objects) compare equal to their absence. Anything else only in the head (a security
-context, a volume) or only in the Job is a mismatch. The pod template's labels and
+them the same way for it), so may the placement a queue or scheduler adds to the head
+(`_POD_PLACED`: gates, node selector, affinity), the projected service-account token volume
+and its mounts are ignored, the default tolerations may be missing from the Job, and values
+equal to a known default (`defaultMode: 420`, `fieldRef.apiVersion: v1`, port `protocol:
+TCP`, empty objects) compare equal to their absence. Anything else only in the head (a
+security context, a volume) or only in the Job is a mismatch. The pod template's labels and
 annotations must be the head's (an annotation can loosen AppArmor or seccomp, a label can
 match a NetworkPolicy), bar the node type and what the renderer leaves out. Pure.
 """
@@ -57,6 +58,11 @@ _POD_DEFAULTED: Final = frozenset(
         "priority",
         "priorityClassName",
     }
+)
+# Placement a scheduler or queue adds to the head Pod (Kueue, batch schedulers): the Job
+# may leave it out; if it has one, it must be the head's.
+_POD_PLACED: Final = frozenset(
+    {"schedulingGates", "nodeSelector", "affinity", "topologySpreadConstraints"}
 )
 _CONTAINER_DEFAULTED: Final = frozenset(
     {"imagePullPolicy", "terminationMessagePath", "terminationMessagePolicy"}
@@ -175,5 +181,5 @@ def mismatch(job: Manifest, head_pod: Manifest) -> str | None:
         head,
         base,
         skip=frozenset({"containers", "initContainers", "restartPolicy", "tolerations"}),
-        defaulted=_POD_DEFAULTED,
+        defaulted=_POD_DEFAULTED | _POD_PLACED,
     )

@@ -273,6 +273,16 @@ def test_the_rendered_job_is_the_live_heads() -> None:
     assert verify.mismatch(job, _live(head)) is None
 
 
+def test_placement_a_queue_added_to_the_head_may_be_missing_but_not_chosen() -> None:
+    head, job = _rendered()
+    live = _live(head)
+    live["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    live["spec"]["nodeSelector"] = {"flavor": "a"}
+    assert verify.mismatch(job, live) is None
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "cp-1"}
+    assert verify.mismatch(job, live) == "spec.template.spec.nodeSelector"
+
+
 def _pod(job: Manifest) -> Manifest:
     pod: Manifest = job["spec"]["template"]["spec"]
     return pod

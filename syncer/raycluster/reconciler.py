@@ -162,7 +162,7 @@ class RayClusterReconciler:
             cleaning = self.cleanup.step(pruned, cluster, len(heads), in_git=in_git)
         if not heads:
             if pruned is None:
-                self._forget(key)
+                return self._headless(key, members)
             return cleaning
         if len(heads) > 1:
             # KubeRay writes nothing then; a template change prunes the old head soon.
@@ -213,6 +213,32 @@ class RayClusterReconciler:
         held = self._pass(key, head, service, shape, members, current, error)
         return min(t for t in (wake, held, cleaning, self.options.resync_s) if t is not None)
 
+    def _headless(self, key: Key, members: Sequence[Manifest]) -> float | None:
+        """A cluster still in git (its head Service) whose head Pod is gone: publish that.
+
+        The status map outlives the head now, so it must not keep saying the head is ready
+        (a `--ttl-mode delete` of a RayJob's cluster, `suspend: true` in git, a head
+        between its deletion and its re-creation). The spec comes from the record (its
+        desired, min and max workers and resources: `views.shape_of_record`), since the
+        shape was on the head; the pass is KubeRay's without a head Pod: HeadPodNotFound,
+        no head name. Events go on the head Service.
+        """
+        _, ns, cluster = key
+        service = self._head_service(ns, cluster)
+        current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
+        stored = status.read_record(current, _document)
+        if (
+            service is None
+            or anchor.owner(service, None) is None
+            or current is None
+            or not stored
+            or self._distrust(current, cluster, service, None) is not None
+        ):
+            self._forget(key)
+            return None
+        shape = views.shape_of_record(stored)
+        return self._pass(key, service, service, shape, members, current, None)
+
     def _head_service(self, ns: str, cluster: str) -> Manifest | None:
         services = [
             s
@@ -226,7 +252,7 @@ class RayClusterReconciler:
         current: Manifest | None,
         cluster: str,
         service: Manifest | None,
-        head: Manifest,
+        head: Manifest | None,
     ) -> str | None:
         if current is None:
             return None

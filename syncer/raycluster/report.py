@@ -45,7 +45,8 @@ class Reporter:
     def event(self, key: Key, head: Manifest, kind: str, reason: str, message: str) -> None:
         """One Event about the cluster, on its head Pod."""
         _, ns, cluster = key
-        involved: Manifest = {"apiVersion": "v1", "kind": "Pod", "name": meta.name(head)}
+        kind_of = str(head.get("kind") or "Pod")  # the head Pod, or the Service without one
+        involved: Manifest = {"apiVersion": "v1", "kind": kind_of, "name": meta.name(head)}
         if meta.metadata(head).get("uid"):
             involved["uid"] = meta.metadata(head)["uid"]
         events.record(

@@ -200,3 +200,35 @@ def created_at(pods: Sequence[Manifest]) -> float | None:
     stamps = [parse_time(meta.metadata(p).get("creationTimestamp")) for p in pods]
     known = [t for t in stamps if t is not None]
     return min(known) if known else None
+
+
+_COUNTS: Final = ("desiredWorkerReplicas", "minWorkerReplicas", "maxWorkerReplicas")
+
+
+def shape_of_record(document: Manifest) -> Shape:
+    """A cluster's shape as its published status records it, for a pass without a head Pod.
+
+    One group whose replicas, min and max are the recorded desired, min and max workers
+    (so KubeRay's sums give them back) and the recorded desired resources.
+    """
+    raw = document.get("status")
+    body: Manifest = raw if isinstance(raw, dict) else {}
+    counts: dict[str, int] = {}
+    for name in _COUNTS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+            counts[name] = value
+        else:
+            counts[name] = 0
+    group = status.GroupView(
+        replicas=counts["desiredWorkerReplicas"],
+        min_replicas=counts["minWorkerReplicas"],
+        max_replicas=counts["maxWorkerReplicas"],
+    )
+    fields = {"cpu": "desiredCPU", "memory": "desiredMemory", "gpu": "desiredGPU"}
+    fields["tpu"] = "desiredTPU"
+    desired = {
+        key: text if isinstance(text := body.get(field), str) and text else "0"
+        for key, field in fields.items()
+    }
+    return Shape(status.ClusterSpecView(groups=(group,)), **desired)

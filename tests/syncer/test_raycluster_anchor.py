@@ -309,3 +309,42 @@ def test_every_rendered_head_pod_of_every_sample_has_the_head_service_that_ancho
             kinds.add(meta.label(pod, naming.ORIGIN_KIND))
     print(f"clusters={clusters} kinds={sorted(kinds)}")  # noqa: T201 - the measured numbers
     assert {"RayCluster", "RayJob", "RayService"} <= kinds
+
+
+def test_without_a_head_pod_the_status_says_so_and_keeps_the_spec(rig: Rig) -> None:
+    """A map that outlives the head must not go on saying it is ready (a RayJob's
+    `--ttl-mode delete`, `suspend: true` in git, a head between deletion and re-creation)."""
+    apply(rig.kube, rig.objects, rig.namespace)
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    wait_until(lambda: ready(rig), what="state ready")
+    for pod in rig.pods("head") + rig.pods("worker"):
+        rig.kube.delete(PODS, rig.namespace, pod["metadata"]["name"])
+
+    def headless() -> Manifest | None:
+        status = rig.status()
+        found = {c["type"]: c for c in status.get("conditions", [])}.get("HeadPodReady", {})
+        gone = found.get("reason") == "HeadPodNotFound" and "availableWorkerReplicas" not in status
+        return status if gone else None
+
+    status = wait_until(headless, what="the status without pods")
+    assert "podName" not in status["head"] and "podIP" not in status["head"]
+    assert status["head"]["serviceName"] == f"{NAME}-head-svc"
+    assert status["state"] == "ready"  # KubeRay never moves ready back
+    # The spec as recorded: desired, min and max workers and resources.
+    assert (status["desiredWorkerReplicas"], status["minWorkerReplicas"]) == (2, 1)
+    assert status["maxWorkerReplicas"] == 5
+    assert (status["desiredCPU"], status["desiredMemory"], status["desiredGPU"]) == (
+        "2",
+        "4Gi",
+        "2",
+    )
+    events = wait_until(
+        lambda: [
+            e
+            for e in rig.events("HeadPodReady")
+            if e["involvedObject"]["kind"] == "Service" and "False" in e["message"]
+        ],
+        what="the Event on the head Service",
+    )
+    assert events[0]["involvedObject"]["name"] == f"{NAME}-head-svc"

@@ -177,6 +177,10 @@ def test_pruning_the_anchor_runs_kuberays_cleanup_job_against_a_real_redis(
     assert "RedisCleanupStarted" in reasons
     assert "RedisCleanupFailed" not in reasons
     assert syncer.raycluster.cleanup.released == 1
+    # The vouch cost: the head Pod read once for the anchor's one version, not per pass.
+    lookups = syncer.raycluster.cleanup.lookups
+    print(f"head_pod_reads={lookups}")  # noqa: T201 - the measured numbers
+    assert lookups == 1
 
 
 def test_a_forged_cleanup_job_is_refused_and_the_timeout_releases_the_anchor(

@@ -516,7 +516,7 @@ CLUSTER_CONDITION_PROVISIONED: Final = REGISTRY.register(
 CLUSTER_PROVISIONED_DURATION: Final = REGISTRY.register(
     Gauge(
         "kuberay_cluster_provisioned_duration_seconds",
-        "Seconds from the first sight of the RayCluster's head Pod to all its Pods ready.",
+        "Seconds from the RayCluster's creation (its earliest Pod's) to all its Pods ready.",
         ["name", "namespace", "uid"],
     )
 )

@@ -7,7 +7,9 @@ count in `kuberay_syncer_pod_recoveries_total`. The delete is guarded by the cac
 resourceVersion (a Pod that changed meanwhile is looked at again). A Pod whose RayJob has
 finished is never deleted: the RayJob's status ConfigMap says so. A failed delete is
 returned as KubeRay's reconcile error (`FailedDeleteHeadPod`/`FailedDeleteWorkerPod`),
-which sets the cluster's `ReplicaFailure` condition.
+which sets the cluster's `ReplicaFailure` condition; it is returned again by each pass
+while that pod's backoff runs (KubeRay retries at once, so its error stands until a delete
+succeeds), and no longer once a delete succeeds or the pod is gone or no longer dead.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Final
 
 from renderer import naming
 from syncer import metrics
-from syncer.errors import ConflictError, NotLeaderError, SyncerError
+from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerError
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import PODS, Kube, Manifest
@@ -68,6 +70,9 @@ class Healer:
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._attempts: dict[tuple[str, str], tuple[int, float]] = {}  # -> (count, not before)
+        # The last failed delete of a pod, reported again while its backoff runs (KubeRay
+        # retries at once, so its error stands until a delete succeeds).
+        self._failures: dict[tuple[str, str], ReconcileError] = {}
 
     def job_finished(self, pod: Manifest) -> bool:
         """Whether the pod belongs to a RayJob whose published status is Complete or Failed."""
@@ -96,10 +101,12 @@ class Healer:
             name, node = meta.name(pod), meta.label(pod, naming.RAY_NODE_TYPE) or "worker"
             with self._lock:
                 count, not_before = self._attempts.get((namespace, name), (0, 0.0))
+                standing = self._failures.get((namespace, name))
             left = not_before - self.monotonic()
             if left > 0:
                 metrics.POD_RECOVERIES.labels(namespace, node, "backoff").inc()
                 wake = left if wake is None else min(wake, left)
+                error = standing or error
                 continue
             failed = self._delete(namespace, cluster, pod, node, verdict.reason)
             if failed is not None:
@@ -107,8 +114,15 @@ class Healer:
             with self._lock:
                 if len(self._attempts) > _MEMORY:
                     self._attempts.clear()
+                    self._failures.clear()
+                if failed is None:
+                    self._failures.pop((namespace, name), None)
+                else:
+                    self._failures[(namespace, name)] = failed
                 delay = self.backoff.delay(count + 1)
                 self._attempts[(namespace, name)] = (count + 1, self.monotonic() + delay)
+            if failed is not None:  # retried when the backoff ends, events or not
+                wake = delay if wake is None else min(wake, delay)
         return error, wake
 
     def _delete(
@@ -126,6 +140,9 @@ class Healer:
             )
         except ConflictError:
             return None  # it changed: the next pass judges the new version
+        except NotFoundError:
+            self.pods.forget(namespace, name)
+            return None  # gone already: nothing failed
         except NotLeaderError:
             raise
         except SyncerError as exc:

@@ -6,12 +6,14 @@ names one (`ray.io/cluster`). A pass reads that cluster's cached Pods (one index
 never a list call), only those in the key's namespace that carry the cluster's label and
 the renderer's managed-by; deletes dead ones (`healing`); computes KubeRay's status
 (`status.compute`, the shape from the head Pod's annotation, the head Service from its
-cache); and publishes `<cluster>-kuberay-status`, owned by the head Pod, only when the
-part KubeRay compares changed and at most once per `debounce_s` per cluster, so a
-flapping Pod costs passes, not writes. Each write mirrors the state as
+cache); and publishes `<cluster>-kuberay-status`, owned by the head Service (`anchor`:
+it lives as long as the cluster is in git, so a replaced or recovered head keeps the
+history), only when the part KubeRay compares changed and at most once per `debounce_s`
+per cluster, so a flapping Pod costs passes, not writes. Each write mirrors the state as
 `status.kuberay.io/*` annotations on the head Pod, records an Event per transition and
 sets KubeRay's cluster metrics. A status ConfigMap of that name that another kind owns is
-left alone (reported once).
+left alone (reported once); one that fails the shared trust checks (`anchor.trusted`)
+drives nothing and is reported by the engine.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from syncer.kube import meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Manifest
 from syncer.kube.timestamps import format_time
-from syncer.raycluster import cleanup, views
+from syncer.raycluster import anchor, cleanup, views
 from syncer.raycluster import record as cluster_record
 from syncer.raycluster import status as cluster_status
 from syncer.raycluster.cleanup import RedisCleanup
@@ -151,11 +153,16 @@ class RayClusterReconciler:
             p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
         ]
         heads = [p for p in members if meta.label(p, naming.RAY_NODE_TYPE) == "head"]
-        anchor = self.cleanup.pending(ns, cluster)
-        cleaning = self.cleanup.step(anchor, cluster, len(heads)) if anchor else None
+        for head in heads:  # vouch for the anchor's Job while a head Pod lives
+            self.cleanup.verify(ns, cluster, head)
+        pruned = self.cleanup.pending(ns, cluster)
+        cleaning = None
+        if pruned is not None:
+            in_git = anchor.owner(self._head_service(ns, cluster), None) is not None
+            cleaning = self.cleanup.step(pruned, cluster, len(heads), in_git=in_git)
         if not heads:
-            if anchor is None:
-                self._forget(key)
+            if pruned is None:
+                return self._headless(key, members)
             return cleaning
         if len(heads) > 1:
             # KubeRay writes nothing then; a template change prunes the old head soon.
@@ -169,33 +176,93 @@ class RayClusterReconciler:
         except views.ShapeError as exc:
             self.report.refuse(head, "ClusterShapeRefused", str(exc))
             return None
+        service = self._head_service(ns, cluster)
+        current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
+        why = self._distrust(current, cluster, service, head)
+        if why is None and current is not None:
+            # Owned by the head Service before this pass may delete the head (goal: the
+            # status lives as long as the cluster, as KubeRay's on the RayCluster).
+            current = anchor.move(
+                self.engine.kube,
+                self.engine.statuses,
+                self.engine.ledger,
+                current,
+                anchor.owner(service, head),
+            )
         error, wake = (None, None)
         if self.options.recovery:
             error, wake = self.healer.heal(ns, cluster, members)
             members = [
                 p for p in self.pods.by_index(_PODS_INDEX, (ns, cluster)) if _member(p, ns, cluster)
             ]
-            if all(meta.name(p) != meta.name(head) for p in members):
-                return wake  # the head was deleted: its status goes with it, the new head's comes
-        current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
-        if current is not None and (
-            meta.label(current, naming.ORIGIN_KIND) != KIND
-            or meta.label(current, naming.ORIGIN_NAME) != cluster
-        ):
-            self.report.refuse(
-                head,
-                "StatusConfigMapTaken",
-                f"ConfigMap {meta.name(current)} belongs to "
-                f"{meta.label(current, naming.ORIGIN_KIND) or 'another object'}; no status written",
-            )
-            return None
-        held = self._pass(key, head, shape, members, current, error)
+            if all(meta.name(p) != meta.name(head) for p in members) and (
+                anchor.owner(service, None) is None
+            ):
+                return wake  # the head owned the status and was deleted: the new head's comes
+        if why is not None:
+            if current is not None and meta.label(current, naming.ORIGIN_KIND) != KIND:
+                self.report.refuse(
+                    head,
+                    "StatusConfigMapTaken",
+                    f"ConfigMap {meta.name(current)} belongs to "
+                    f"{meta.label(current, naming.ORIGIN_KIND) or 'another object'}; "
+                    "no status written",
+                )
+                return None
+            raise status.untrusted(ns, cluster, why)
+        held = self._pass(key, head, service, shape, members, current, error)
         return min(t for t in (wake, held, cleaning, self.options.resync_s) if t is not None)
+
+    def _headless(self, key: Key, members: Sequence[Manifest]) -> float | None:
+        """A cluster still in git (its head Service) whose head Pod is gone: publish that.
+
+        The status map outlives the head now, so it must not keep saying the head is ready
+        (a `--ttl-mode delete` of a RayJob's cluster, `suspend: true` in git, a head
+        between its deletion and its re-creation). The spec comes from the record (its
+        desired, min and max workers and resources: `views.shape_of_record`), since the
+        shape was on the head; the pass is KubeRay's without a head Pod: HeadPodNotFound,
+        no head name. Events go on the head Service.
+        """
+        _, ns, cluster = key
+        service = self._head_service(ns, cluster)
+        current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
+        stored = status.read_record(current, _document)
+        if (
+            service is None
+            or anchor.owner(service, None) is None
+            or current is None
+            or not stored
+            or self._distrust(current, cluster, service, None) is not None
+        ):
+            self._forget(key)
+            return None
+        shape = views.shape_of_record(stored)
+        return self._pass(key, service, service, shape, members, current, None)
+
+    def _head_service(self, ns: str, cluster: str) -> Manifest | None:
+        services = [
+            s
+            for s in self.services.by_index(_SERVICES_INDEX, (ns, cluster))
+            if meta.namespace(s) == ns and meta.is_rendered(s)
+        ]
+        return views.head_service(services, cluster)
+
+    def _distrust(
+        self,
+        current: Manifest | None,
+        cluster: str,
+        service: Manifest | None,
+        head: Manifest | None,
+    ) -> str | None:
+        if current is None:
+            return None
+        return anchor.trusted(current, cluster, service, head, self.engine.ledger)
 
     def _pass(
         self,
         key: Key,
         head: Manifest,
+        service: Manifest | None,
         shape: views.Shape,
         members: Sequence[Manifest],
         current: Manifest | None,
@@ -220,12 +287,6 @@ class RayClusterReconciler:
         except cluster_status.StatusError as exc:
             _LOG.info("cluster %s/%s status not computed: %s", ns, cluster, exc)
             return None
-        services = [
-            s
-            for s in self.services.by_index(_SERVICES_INDEX, (ns, cluster))
-            if meta.namespace(s) == ns and meta.is_rendered(s)
-        ]
-        service = views.head_service(services, cluster)
         service_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
         if service_ip == "None":
             service_ip = computed.head_pod_ip
@@ -238,7 +299,9 @@ class RayClusterReconciler:
             last_update_time=now,
         )
         document = cluster_record.to_json(new)
-        self.report.observe(key, head, new)
+        identity = anchor.owner(service, head)
+        uid = identity.uid if identity is not None else ""
+        self.report.observe(key, head, uid, new)
         if stored is not None and cluster_record.meaningful(document) == cluster_record.meaningful(
             stored
         ):
@@ -248,20 +311,23 @@ class RayClusterReconciler:
             metrics.CLUSTER_STATUS_WRITES.labels("held").inc()
             self.stats["held"] += 1
             return self.options.debounce_s - since
-        self._publish(key, head, current, new, document)
+        self._publish(key, head, identity, current, new, document)
         self.report.announce(key, head, previous.status if stored else None, computed)
+        self.report.provisioned(
+            key, uid, previous.status if stored else None, computed, views.created_at(members)
+        )
         return None
 
     def _publish(
         self,
         key: Key,
         head: Manifest,
+        owner: status.Owner | None,
         current: Manifest | None,
         new: cluster_record.Record,
         document: Manifest,
     ) -> None:
         _, ns, cluster = key
-        uid = str(meta.metadata(head).get("uid") or "")
         status.publish(
             self.engine.kube,
             self.engine.statuses,
@@ -270,19 +336,23 @@ class RayClusterReconciler:
             namespace=ns,
             record=document,
             fields=cluster_record.flat_fields(new),
-            owner=status.Owner("v1", "Pod", meta.name(head), uid) if uid else None,
+            owner=owner,
             current=current,
+            ledger=self.engine.ledger,
         )
         with self._lock:
             self._written[key] = self.engine.monotonic()
         self.stats["status_writes"] += 1
         metrics.CLUSTER_STATUS_WRITES.labels("written").inc()
         s = new.status
+        live = self.pods.get(ns, meta.name(head))
+        if live is None or meta.metadata(live).get("uid") != meta.metadata(head).get("uid"):
+            return  # this pass deleted the head: nothing to annotate
         status.annotate(
             self.engine.kube,
             self.pods,
             PODS,
-            head,
+            live,
             {
                 _ANN_STATE: s.state or "provisioning",
                 _ANN_WORKERS: f"{s.available_worker_replicas}/{s.desired_worker_replicas}",

@@ -2,9 +2,10 @@
 
 `Reporter.announce` records one Event per state or condition transition on the head Pod
 (after the status is published, so a failed write repeats none); `observe` keeps
-`kuberay_cluster_info`, `kuberay_cluster_condition_provisioned` and
-`kuberay_cluster_provisioned_duration_seconds` (from this process's first sight of the
-head Pod); `refuse` reports a cluster it will not publish, once per head Pod version.
+`kuberay_cluster_info` and `kuberay_cluster_condition_provisioned`; `provisioned` sets
+`kuberay_cluster_provisioned_duration_seconds` once, at the published transition, from the
+cluster's creation (its earliest pod's creationTimestamp) as KubeRay does; `refuse`
+reports a cluster it will not publish, once per head Pod version.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from renderer import naming
 from syncer import metrics
 from syncer.kube import events, meta
 from syncer.kube.client import Kube, Manifest
+from syncer.kube.timestamps import parse_time
 from syncer.raycluster import record as cluster_record
 from syncer.raycluster import status as cluster_status
 
@@ -37,14 +39,14 @@ class Reporter:
         self.clock = clock
         self.monotonic = monotonic
         self._lock = threading.Lock()
-        self._first_seen: dict[Key, float] = {}
         self._series: dict[Key, tuple[str, str]] = {}  # (head uid, provisioned condition)
         self._refused: set[Hashable] = set()
 
     def event(self, key: Key, head: Manifest, kind: str, reason: str, message: str) -> None:
         """One Event about the cluster, on its head Pod."""
         _, ns, cluster = key
-        involved: Manifest = {"apiVersion": "v1", "kind": "Pod", "name": meta.name(head)}
+        kind_of = str(head.get("kind") or "Pod")  # the head Pod, or the Service without one
+        involved: Manifest = {"apiVersion": "v1", "kind": kind_of, "name": meta.name(head)}
         if meta.metadata(head).get("uid"):
             involved["uid"] = meta.metadata(head)["uid"]
         events.record(
@@ -103,19 +105,22 @@ class Reporter:
                 if after.condition(condition.type) is None:
                     self.event(key, head, "Normal", condition.type, f"{condition.type} cleared")
 
-    def observe(self, key: Key, head: Manifest, new: cluster_record.Record) -> None:
-        """KubeRay's cluster metrics: info, provisioned condition, time to provisioned."""
+    def observe(self, key: Key, head: Manifest, uid: str, new: cluster_record.Record) -> None:
+        """KubeRay's cluster metrics: info and the provisioned condition.
+
+        `uid` is the cluster's identity: its head Service's, which outlives a head Pod as a
+        RayCluster's uid does (the head Pod's while there is no Service).
+        """
         _, ns, cluster = key
-        uid = str(meta.metadata(head).get("uid") or "")
         provisioned = cluster_record.condition_status(new.status, cluster_status.PROVISIONED)
         with self._lock:
             old = self._series.get(key)
             self._series[key] = (uid, provisioned)
-            first = self._first_seen.setdefault(key, self.monotonic())
         if old == (uid, provisioned):
             return
         if old is not None and old[0] != uid:
             self.drop_series(ns, cluster)
+            old = None
         owner = meta.label(head, naming.ORIGIN_KIND) or KIND
         metrics.CLUSTER_INFO.labels(name=cluster, namespace=ns, uid=uid, owner_kind=owner).set(1)
         if old is not None and old[1]:
@@ -126,10 +131,35 @@ class Reporter:
             metrics.CLUSTER_CONDITION_PROVISIONED.labels(
                 name=cluster, namespace=ns, uid=uid, condition=provisioned
             ).set(1)
-        if provisioned == "True" and (old is None or old[1] != "True"):
-            metrics.CLUSTER_PROVISIONED_DURATION.labels(name=cluster, namespace=ns, uid=uid).set(
-                max(0.0, self.monotonic() - first)
-            )
+
+    @staticmethod
+    def provisioned(
+        key: Key,
+        uid: str,
+        before: cluster_status.ClusterStatus | None,
+        after: cluster_status.ClusterStatus,
+        created: float | None,
+    ) -> None:
+        """Set `kuberay_cluster_provisioned_duration_seconds` at the Provisioned transition.
+
+        Once, when a published pass turns `RayClusterProvisioned` True: its transition time
+        minus the cluster's creation (the earliest creationTimestamp of its pods), as
+        KubeRay measures from its RayCluster's.
+
+        Not set again for a cluster already provisioned when this process first saw it
+        (KubeRay's operator also observes it only at the transition).
+        """
+        _, ns, cluster = key
+        was = cluster_record.condition_status(before, cluster_status.PROVISIONED) if before else ""
+        now = after.condition(cluster_status.PROVISIONED)
+        if was == "True" or now is None or now.status != "True" or created is None:
+            return
+        at = parse_time(now.last_transition_time)
+        if at is None:
+            return
+        metrics.CLUSTER_PROVISIONED_DURATION.labels(name=cluster, namespace=ns, uid=uid).set(
+            max(0.0, at - created)
+        )
 
     @staticmethod
     def drop_series(ns: str, cluster: str) -> None:
@@ -166,7 +196,6 @@ class Reporter:
         """Drop a cluster's series and what is remembered of it."""
         _, ns, cluster = key
         with self._lock:
-            self._first_seen.pop(key, None)
             known = self._series.pop(key, None)
         if known is not None:
             self.drop_series(ns, cluster)

@@ -17,6 +17,7 @@ from typing import Any, Final
 from renderer import naming
 from schemas import cluster as contract
 from syncer.kube import meta
+from syncer.kube.timestamps import parse_time
 from syncer.raycluster import status
 
 Manifest = dict[str, Any]
@@ -140,7 +141,7 @@ def pod_view(pod: Manifest) -> status.PodView:
 
 
 def cached_service(svc: Manifest) -> Manifest:
-    """A Service cut down to identity, labels, clusterIP and named ports."""
+    """A Service cut down to identity, labels, deletion, clusterIP and named ports."""
     metadata = meta.metadata(svc)
     spec = svc.get("spec") or {}
     ports = [
@@ -148,12 +149,13 @@ def cached_service(svc: Manifest) -> Manifest:
         for p in (spec.get("ports") or [])[:64]
         if isinstance(p, dict)
     ]
+    kept = {k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "labels")}
+    if metadata.get("deletionTimestamp"):
+        kept["deletionTimestamp"] = metadata["deletionTimestamp"]
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "labels")
-        },
+        "metadata": kept,
         "spec": {"clusterIP": spec.get("clusterIP") or "", "ports": ports},
     }
 
@@ -187,3 +189,46 @@ def endpoints(svc: Manifest | None) -> dict[str, str]:
         elif target not in (None, "", 0):
             out[str(name)] = str(target)
     return out
+
+
+def created_at(pods: Sequence[Manifest]) -> float | None:
+    """The earliest `creationTimestamp` of the pods (epoch seconds; None if none has one).
+
+    KubeRay counts the time to provisioned from its RayCluster's creation; the renderer's
+    pods are created when the GitOps tool applies the cluster, so the earliest is that.
+    """
+    stamps = [parse_time(meta.metadata(p).get("creationTimestamp")) for p in pods]
+    known = [t for t in stamps if t is not None]
+    return min(known) if known else None
+
+
+_COUNTS: Final = ("desiredWorkerReplicas", "minWorkerReplicas", "maxWorkerReplicas")
+
+
+def shape_of_record(document: Manifest) -> Shape:
+    """A cluster's shape as its published status records it, for a pass without a head Pod.
+
+    One group whose replicas, min and max are the recorded desired, min and max workers
+    (so KubeRay's sums give them back) and the recorded desired resources.
+    """
+    raw = document.get("status")
+    body: Manifest = raw if isinstance(raw, dict) else {}
+    counts: dict[str, int] = {}
+    for name in _COUNTS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+            counts[name] = value
+        else:
+            counts[name] = 0
+    group = status.GroupView(
+        replicas=counts["desiredWorkerReplicas"],
+        min_replicas=counts["minWorkerReplicas"],
+        max_replicas=counts["maxWorkerReplicas"],
+    )
+    fields = {"cpu": "desiredCPU", "memory": "desiredMemory", "gpu": "desiredGPU"}
+    fields["tpu"] = "desiredTPU"
+    desired = {
+        key: text if isinstance(text := body.get(field), str) and text else "0"
+        for key, field in fields.items()
+    }
+    return Shape(status.ClusterSpecView(groups=(group,)), **desired)

@@ -54,6 +54,9 @@ def project_pod(pod: Manifest) -> Manifest:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     meta = _projected_meta(pod)
+    created = (pod.get("metadata") or {}).get("creationTimestamp")
+    if naming.RAY_CLUSTER in meta["labels"] and isinstance(created, str):
+        meta["creationTimestamp"] = created  # the cluster's provisioning time (RayCluster)
     annotations = meta.pop("annotations")
     kept = {k: annotations[k] for k in _POD_ANNOTATIONS if k in annotations}
     shape = kept.get(contract.ANN_CLUSTER_SHAPE)

@@ -27,7 +27,7 @@ from syncer.engine import Engine, Key
 from syncer.engine import Options as EngineOptions
 from syncer.errors import PermanentError, TransientError
 from syncer.kube.cache import Cache
-from syncer.kube.client import CONFIGMAPS, KubeClient
+from syncer.kube.client import CONFIGMAPS, SERVICES, KubeClient
 from syncer.raycluster.reconciler import Options as ClusterOptions
 from syncer.rayjob.machine import Settings
 from syncer.rayservice.record import READY
@@ -357,7 +357,10 @@ def test_a_cluster_that_loses_a_worker_writes_the_cluster_families(kube_api: Kub
         rig.controllers.start(interval=0.05)
         rig.syncer.start()
         wait_until(lambda: cluster_parts.ready(rig), what="the cluster ready")
-        uid = rig.pods("head")[0]["metadata"]["uid"]
+        # The cluster's identity is its head Service's uid (it outlives a head Pod).
+        svc = rig.kube.get(SERVICES, ns, f"{name}-head-svc")
+        assert svc is not None
+        uid = svc["metadata"]["uid"]
         # The status the test saw is written before the pass sets its metrics: wait for them.
         wait_until(
             lambda: all(

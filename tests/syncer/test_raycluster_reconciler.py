@@ -19,7 +19,7 @@ from kubernetes import client
 from renderer import naming
 from schemas.cluster import ANN_CLUSTER_SHAPE
 from syncer.cli import Options, Syncer
-from syncer.kube.client import CONFIGMAPS, EVENTS, PODS, KubeClient
+from syncer.kube.client import CONFIGMAPS, EVENTS, PODS, SERVICES, KubeClient
 from syncer.raycluster import reconciler as raycluster
 from syncer.raycluster.healing import Backoff
 from tests.fakeapi.controllers import Controllers
@@ -131,7 +131,7 @@ def ready(rig: Rig) -> Manifest | None:
     return status if status.get("state") == "ready" else None
 
 
-def test_a_plain_cluster_gets_kuberays_status_owned_by_its_head_pod(rig: Rig) -> None:
+def test_a_plain_cluster_gets_kuberays_status_owned_by_its_head_service(rig: Rig) -> None:
     apply(rig.kube, rig.objects, rig.namespace)
     rig.controllers.start(interval=0.05)
     rig.syncer.start()
@@ -164,12 +164,14 @@ def test_a_plain_cluster_gets_kuberays_status_owned_by_its_head_pod(rig: Rig) ->
     assert set(status["stateTransitionTimes"]) == {"ready"}
     cm = rig.status_cm()
     assert cm is not None
+    service = rig.kube.get(SERVICES, rig.namespace, f"{NAME}-head-svc")
+    assert service is not None
     assert cm["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "v1",
-            "kind": "Pod",
-            "name": head["metadata"]["name"],
-            "uid": head["metadata"]["uid"],
+            "kind": "Service",
+            "name": f"{NAME}-head-svc",
+            "uid": service["metadata"]["uid"],
         }
     ]
     assert cm["metadata"]["labels"][naming.ORIGIN_KIND] == "RayCluster"

@@ -422,6 +422,7 @@ def test_an_edited_anchor_cannot_choose_the_jobs_image_or_service_account(
         what="the cluster ready",
     )
     # The tenant edits the live anchor (the head Pod is seen, and is not what it says).
+    reads = syncer.raycluster.cleanup.lookups
     _forge(
         kube,
         ns,
@@ -431,6 +432,15 @@ def test_an_edited_anchor_cannot_choose_the_jobs_image_or_service_account(
             _pod(j).update(serviceAccountName="cluster-admin-sa"),
         ),
     )
+
+    # The edit is compared with the live head before the prune (else the refusal only
+    # says that no head vouched for the Job: refused too, but not the case under test).
+    def doubted() -> bool:
+        anchor = kube.get(CONFIGMAPS, ns, cleanup.anchor_name("ft"))
+        why = syncer.raycluster.cleanup.vouched(anchor, "ft") if anchor else None
+        return syncer.raycluster.cleanup.lookups > reads and "is not head Pod" in (why or "")
+
+    wait_until(doubted, what="the edited anchor compared with the live head")
     _prune(kube, ns, objects)
     wait_until(
         lambda: kube.get(CONFIGMAPS, ns, cleanup.anchor_name("ft")) is None,

@@ -10,22 +10,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Final, TextIO, TypeVar
 
 import click
 
 from renderer import compile as compiler
-from renderer import emit, k8snames, sources
+from renderer import emit, settings, sources
 from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
 from renderer.manifest import Manifest
 from renderer.options import (
     BATCH_SCHEDULERS,
-    DEFAULT_FEATURE_GATES,
     DEFAULT_MAX_OBJECTS,
     DEFAULT_MAX_PODS,
     DEFAULT_SYNCER_NAMESPACE,
-    DEFAULT_SYNCER_POD_LABELS,
     RenderOptions,
 )
 
@@ -41,89 +38,14 @@ class _ExitError(Exception):
         self.code = code
 
 
-def _parse_gates(text: str | None) -> dict[str, bool]:
-    gates: dict[str, bool] = {}
-    if not text:
-        return gates
-    for item in text.split(","):
-        name, sep, value = item.strip().partition("=")
-        if not sep or value.lower() not in ("true", "false"):
-            raise click.BadParameter(f"expected Name=true or Name=false, got {item.strip()!r}")
-        if name not in DEFAULT_FEATURE_GATES:
-            known = ", ".join(sorted(DEFAULT_FEATURE_GATES))
-            raise click.BadParameter(f"unknown feature gate {name!r}; known gates: {known}")
-        gates[name] = value.lower() == "true"
-    return gates
-
-
 def _options(params: dict[str, object]) -> RenderOptions:
-    gates = dict(DEFAULT_FEATURE_GATES) | _parse_gates(params.get("feature_gates"))  # type: ignore[arg-type]
-    return RenderOptions(
-        feature_gates=MappingProxyType(gates),
-        cluster_domain=str(params["cluster_domain"]),
-        namespace=str(params["namespace"]),
-        init_container_injection=bool(params["init_container_injection"]),
-        probes_injection=bool(params["probes_injection"]),
-        login_shell=bool(params["login_shell"]),
-        head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
-        kubernetes_version=str(params["kubernetes_version"]),
-        max_pods=int(params["max_pods"]),  # type: ignore[call-overload]  # click IntRange: an int
-        max_objects=int(params["max_objects"]),  # type: ignore[call-overload]  # click IntRange
-        batch_scheduler=_batch_scheduler(params),
-        kueue_queue=_kueue_queue(params),
-        kai_podgroups=_kai_podgroups(params),
-        syncer_namespace=_syncer_namespace(params),
-        syncer_pod_labels=_syncer_pod_labels(params),
-    )
-
-
-def _syncer_namespace(params: dict[str, object]) -> str:
-    namespace = str(params.get("syncer_namespace", DEFAULT_SYNCER_NAMESPACE) or "")
-    errors = k8snames.dns1123_label_errors(namespace) if namespace else []
-    if errors:
-        raise click.BadParameter(f"{namespace!r} cannot name a namespace: {errors[0]}")
-    return namespace
-
-
-def _syncer_pod_labels(params: dict[str, object]) -> MappingProxyType[str, str]:
-    given = params.get("syncer_pod_labels") or ()
-    labels: dict[str, str] = {}
-    for item in given:  # type: ignore[attr-defined]  # click: a tuple of str
-        key, sep, value = str(item).partition("=")
-        errors = k8snames.label_key_errors(key) + k8snames.label_value_errors(value)
-        if not sep or errors:
-            reason = errors[0] if errors else "expected KEY=VALUE"
-            raise click.BadParameter(f"--syncer-pod-label {item!r}: {reason}")
-        labels[key] = value
-    return MappingProxyType(labels) if labels else DEFAULT_SYNCER_POD_LABELS
-
-
-def _kueue_queue(params: dict[str, object]) -> str:
-    queue = str(params.get("kueue_queue") or "")
-    errors = k8snames.dns1123_subdomain_errors(queue) if queue else []
-    if errors:
-        raise click.BadParameter(f"{queue!r} cannot name a LocalQueue: {errors[0]}")
-    return queue
-
-
-def _kai_podgroups(params: dict[str, object]) -> bool:
-    wanted = bool(params.get("kai_podgroups"))
-    if wanted and params.get("batch_scheduler") != "kai-scheduler":
-        raise click.UsageError("--kai-podgroups needs --batch-scheduler kai-scheduler")
-    return wanted
-
-
-def _batch_scheduler(params: dict[str, object]) -> str:
-    """KubeRay's flag pair: --enable-batch-scheduler (deprecated) means volcano; not both."""
-    name = str(params.get("batch_scheduler") or "")
-    if params.get("enable_batch_scheduler"):
-        if name:
-            raise click.UsageError(
-                "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler "
-                "are set. Please use batch-scheduler only"
-            )
-        return "volcano"
-    return name
+    """The render options of a command's parameters; a bad value is a click usage error."""
+    try:
+        return settings.render_options(params)
+    except settings.SettingError as exc:
+        if exc.usage:
+            raise click.UsageError(str(exc)) from None
+        raise click.BadParameter(str(exc)) from None
 
 
 _OPTION_DECORATORS = (

@@ -262,6 +262,6 @@ def main(argv: list[str] | None = None) -> None:
     except ParameterError as exc:
         sys.stderr.write(f"kuberay-argocd-cmp: {exc}\n")
         sys.exit(2)
-    from renderer import cli  # imported here: `install` needs no renderer
+    from renderer import launch  # imported here: `install` needs no renderer
 
-    cli.main(render)
+    launch.main(render)

@@ -15,7 +15,7 @@ from tests.paths import EXAMPLES
 
 PROBE = """
 import json, sys
-from renderer.cli import main
+from renderer.launch import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -25,7 +25,8 @@ loaded = sorted({m.split(".")[0] for m in sys.modules} & set(heavy))
 print(json.dumps(loaded), file=sys.stderr)
 """
 # Loaded only for their kind or option: another kind's pipeline, the batch schedulers, the
-# GitOps configs, the output directory and its diff, the suggestion of a misspelt field.
+# GitOps configs, the output directory and its diff, the suggestion of a misspelt field;
+# click, for a command line the fast start (renderer.launch) parses.
 LAZY = (
     "renderer.kinds.rayjob",
     "renderer.kinds.rayservice",
@@ -36,6 +37,7 @@ LAZY = (
     "difflib",
     "traceback",
     "importlib.resources",
+    "click",
 )
 
 

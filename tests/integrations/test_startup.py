@@ -30,6 +30,7 @@ print(json.dumps(loaded), file=sys.stderr)
 LAZY = (
     "renderer.kinds.rayjob",
     "renderer.kinds.rayservice",
+    "renderer.model.rayjob",
     "renderer.objects.batchscheduling",
     "renderer.gitops",
     "renderer.outdir",
@@ -73,11 +74,15 @@ def test_a_raycluster_render_loads_no_other_kind_and_no_optional_module() -> Non
     # a RayJob's jinja2 loads hashlib for itself).
     assert modules_after((*LAZY, "hashlib"), "render", str(EXAMPLES / "raycluster.yaml")) == []
     # Each loads when its kind or option is there (so the probe can see them at all).
-    assert modules_after(LAZY, "render", str(EXAMPLES / "rayjob.yaml")) == ["renderer.kinds.rayjob"]
+    assert modules_after(LAZY, "render", str(EXAMPLES / "rayjob.yaml")) == [
+        "renderer.kinds.rayjob",
+        "renderer.model.rayjob",
+    ]
     scheduled = modules_after(
         LAZY, "render", str(EXAMPLES / "raycluster.yaml"), "--batch-scheduler", "volcano"
     )
-    assert scheduled == ["renderer.objects.batchscheduling"]
+    # (the batch schedulers' module reads the RayJob model's constants)
+    assert scheduled == ["renderer.model.rayjob", "renderer.objects.batchscheduling"]
     flux = modules_after(
         LAZY, "render", str(EXAMPLES / "raycluster.yaml"), "--gitops-config", "flux"
     )

@@ -5,8 +5,9 @@ Reads a `config.kubernetes.io/v1` ResourceList on stdin and writes one on stdout
 other items, in the renderer's order); every other item passes through untouched, with
 the annotations kustomize and kpt track it by. Render options come from `functionConfig`:
 its `data` (a ConfigMap, string values) or its `spec` (any kind, typed values), keyed by
-the `krm` names of `renderer.settings.SETTINGS` (every render option of `kuberay render`,
-in camelCase: `clusterDomain`, `syncerPodLabels`, ...), checked as the CLI checks them.
+the `krm` names of `renderer.settings.SETTINGS` (the render options of `kuberay render` in
+camelCase, `clusterDomain`, `syncerPodLabels`, ..., but those `NOT_SETTINGS` names with
+the reason), checked as the CLI checks them.
 
 Every problem becomes a `results` entry: severity, message, the item (`resourceRef`), the
 JSON path in it (`field.path`) and its file (`file.path`, `file.index`: kpt's

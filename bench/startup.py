@@ -43,7 +43,7 @@ def _kuberay() -> list[str]:
     script = Path(sys.executable).with_name("kuberay")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from renderer.cli import main; main()"]
+    return [sys.executable, "-c", "from renderer.launch import main; main()"]
 
 
 def _wall(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

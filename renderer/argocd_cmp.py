@@ -17,13 +17,16 @@ renders them on every sync. Subcommands:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from renderer import emit
 from renderer.manifest import Manifest
+from renderer.settings import SETTINGS, Setting
 
 PLUGIN_NAME: Final = "kuberay"
 PLUGIN_VERSION: Final = "v1"
@@ -34,24 +37,47 @@ DISCOVER: Final = (
     "grep -rlE --include='*.yaml' --include='*.yml' "
     "'^apiVersion:[[:space:]]*[\"'\\'']?ray[.]io/' . | head -n 1"
 )
-# parameter name → (kuberay render option, kind: "string" or "bool", tooltip)
-PARAMETERS: Final = {
-    "namespace": ("--namespace", "string", "Namespace for manifests that set none"),
-    "cluster-domain": ("--cluster-domain", "string", "Kubernetes cluster domain"),
-    "feature-gates": ("--feature-gates", "string", "KubeRay feature gates, Name=true,..."),
-    "kubernetes-version": ("--kubernetes-version", "string", "Kubernetes version of the schemas"),
-    "init-container-injection": ("--init-container-injection", "bool", "true or false"),
-    "probes-injection": ("--probes-injection", "bool", "true or false"),
-    "login-shell": ("--login-shell", "bool", "true or false"),
-    "head-cluster-ip-service": ("--head-cluster-ip-service", "bool", "true or false"),
-    "strict": ("--strict", "bool", "fail on warnings too (true or false)"),
-}
-_NEGATED: Final = {
-    "--init-container-injection": "--no-init-container-injection",
-    "--probes-injection": "--no-probes-injection",
-    "--login-shell": "--no-login-shell",
-    "--head-cluster-ip-service": "--headless-head-service",
-}
+# The tooltip of each plugin parameter, by click parameter name (renderer.settings).
+TOOLTIPS: Final = MappingProxyType(
+    {
+        "namespace": "Namespace for manifests that set none (default: the destination's)",
+        "cluster_domain": "Kubernetes cluster domain (default cluster.local)",
+        "feature_gates": "KubeRay feature gates, Name=true,...",
+        "kubernetes_version": "Kubernetes version of the schemas (default 1.33)",
+        "init_container_injection": "true or false (default true)",
+        "probes_injection": "true or false (default true)",
+        "login_shell": "true or false (default false)",
+        "head_cluster_ip_service": "true or false (default false: a headless head Service)",
+        "max_pods": "refuse a cluster with more worker Pods (default 10000)",
+        "max_objects": "refuse a render of more objects (default 100000)",
+        "max_input_bytes": "refuse a larger manifest file (default 67108864)",
+        "batch_scheduler": "volcano, yunikorn, scheduler-plugins or kai-scheduler",
+        "enable_batch_scheduler": "true: the deprecated spelling of batch-scheduler volcano",
+        "kai_podgroups": "true: a KAI PodGroup per cluster (needs batch-scheduler kai-scheduler)",
+        "kueue_queue": "Kueue LocalQueue for each cluster's pods as one plain-pod group",
+        "syncer_namespace": "the syncer's namespace, admitted by DenyAll network policies "
+        "(default kuberay-system; empty: no such rule)",
+        "syncer_pod_labels": "the syncer's pod labels for that rule "
+        "(default app.kubernetes.io/name: kuberay-syncer)",
+        "strict": "fail on warnings too (true or false)",
+    }
+)
+# `kuberay render` options that are no plugin parameter, and why (a test holds every other
+# option of the CLI to a parameter).
+NOT_PARAMETERS: Final = MappingProxyType(
+    {
+        "output_dir": "Argo CD applies the stream generate prints",
+        "check": "Argo CD compares the stream with the cluster itself",
+        "diff": "Argo CD compares the stream with the cluster itself",
+        "allow_empty": "an empty render would let an auto-pruning Application delete its "
+        "objects: generate fails instead",
+        "gitops_config": "it prints tool settings, not the objects to apply",
+        "output_format": "Argo CD shows stderr as written; GitHub annotations mean nothing there",
+    }
+)
+PARAMETERS: Final = MappingProxyType(
+    {s.argocd: s for s in SETTINGS if s.param not in NOT_PARAMETERS}
+)
 
 
 def env_name(parameter: str) -> str:
@@ -63,26 +89,73 @@ class ParameterError(ValueError):
     """A plugin parameter holds a value `kuberay render` cannot take."""
 
 
+def _collection(name: str, environ: Mapping[str, str]) -> list[str] | None:
+    """A map or array parameter's KEY=VALUE items, from Argo CD's `ARGOCD_APP_PARAMETERS`.
+
+    Only that JSON keeps a map's keys as written (`PARAM_<NAME>_<KEY>` folds the dots and
+    slashes of a label key into underscores). None when the parameter is not set.
+    """
+    text = environ.get("ARGOCD_APP_PARAMETERS")
+    if not text:
+        return None
+    try:
+        given = json.loads(text)
+    except ValueError as exc:
+        raise ParameterError(f"ARGOCD_APP_PARAMETERS is not JSON: {exc}") from None
+    for entry in given if isinstance(given, list) else []:
+        if not isinstance(entry, dict) or entry.get("name") != name:
+            continue
+        if isinstance(entry.get("map"), dict):
+            return [f"{k}={v}" for k, v in entry["map"].items()]
+        if isinstance(entry.get("array"), list):
+            return [str(item) for item in entry["array"]]
+        if isinstance(entry.get("string"), str):
+            return [i.strip() for i in entry["string"].split(",") if i.strip()]
+    return None
+
+
+def _args(name: str, setting: Setting, environ: Mapping[str, str]) -> list[str]:
+    """The `kuberay render` arguments of one parameter (none when it is not set)."""
+    if setting.kind == "labels":
+        items = _collection(name, environ) or []
+        return [arg for item in items for arg in (setting.flag, item)]
+    if env_name(name) not in environ:
+        return []
+    value = environ[env_name(name)]
+    if setting.kind == "text":
+        return [setting.flag, value]
+    if value == "":
+        return []
+    if setting.kind in ("string", "count"):
+        return [setting.flag, value]
+    if value.lower() not in ("true", "false"):
+        raise ParameterError(f"plugin parameter {name}: expected true or false, got {value!r}")
+    if value.lower() == "true":
+        return [setting.flag]
+    return [setting.off] if setting.off else []
+
+
 def render_args(environ: Mapping[str, str]) -> list[str]:
     """`kuberay render` arguments for the plugin's parameters (from Argo CD's environment)."""
     args = ["render", "."]
     namespace = environ.get(env_name("namespace")) or environ.get("ARGOCD_APP_NAMESPACE")
     if namespace:
         args += ["--namespace", namespace]
-    for name, (option, kind, _) in PARAMETERS.items():
-        value = environ.get(env_name(name), "")
-        if name == "namespace" or value == "":
-            continue
-        if kind == "string":
-            args += [option, value]
-            continue
-        if value.lower() not in ("true", "false"):
-            raise ParameterError(f"plugin parameter {name}: expected true or false, got {value!r}")
-        if value.lower() == "true":
-            args.append(option)
-        elif option in _NEGATED:
-            args.append(_NEGATED[option])
+    for name, setting in PARAMETERS.items():
+        if name != "namespace":
+            args += _args(name, setting, environ)
     return args
+
+
+def _announcement(name: str, setting: Setting) -> Manifest:
+    announced: Manifest = {
+        "name": name,
+        "title": setting.flag.lstrip("-"),
+        "tooltip": TOOLTIPS[setting.param],
+    }
+    if setting.kind == "labels":
+        announced["collectionType"] = "map"
+    return announced
 
 
 def plugin_config() -> Manifest:
@@ -95,12 +168,7 @@ def plugin_config() -> Manifest:
             "version": PLUGIN_VERSION,
             "discover": {"find": {"command": ["sh", "-c", DISCOVER]}},
             "generate": {"command": ["kuberay-argocd-cmp", "generate"]},
-            "parameters": {
-                "static": [
-                    {"name": name, "title": option.lstrip("-"), "tooltip": tooltip}
-                    for name, (option, _, tooltip) in PARAMETERS.items()
-                ]
-            },
+            "parameters": {"static": [_announcement(name, s) for name, s in PARAMETERS.items()]},
         },
     }
 
@@ -194,6 +262,6 @@ def main(argv: list[str] | None = None) -> None:
     except ParameterError as exc:
         sys.stderr.write(f"kuberay-argocd-cmp: {exc}\n")
         sys.exit(2)
-    from renderer import cli  # imported here: `install` needs no renderer
+    from renderer import launch  # imported here: `install` needs no renderer
 
-    cli.main(render)
+    launch.main(render)

@@ -1,129 +1,36 @@
-"""The `kuberay` command: `render` and `validate`.
+"""The `kuberay` command group in click: `render`, `validate` and the plugin commands.
 
-The only module that writes output and chooses exit codes: 0 success, 1 differences
-(`--check`/`--diff`), 2 usage error or invalid input, 3 internal error (the only case
-with a traceback).
+Owns the options, their help and click's usage errors; what a command writes and its exit
+code (0 success, 1 differences, 2 usage error or invalid input, 3 internal error) are
+`renderer.commands`'. A plain render or validate starts without click (`renderer.launch`).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Final, TextIO, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
 
-from renderer import compile as compiler
-from renderer import emit, k8snames, sources
-from renderer.errors import Diagnostic, ManifestError, format_diagnostics, summary
-from renderer.manifest import Manifest
+from renderer import commands, settings, sources
 from renderer.options import (
     BATCH_SCHEDULERS,
-    DEFAULT_FEATURE_GATES,
     DEFAULT_MAX_OBJECTS,
     DEFAULT_MAX_PODS,
     DEFAULT_SYNCER_NAMESPACE,
-    DEFAULT_SYNCER_POD_LABELS,
-    RenderOptions,
 )
 
-EXIT_OK: Final = 0
-EXIT_DIFFERENT: Final = 1
-EXIT_INVALID: Final = 2
-EXIT_INTERNAL: Final = 3
+EXIT_OK: Final = commands.EXIT_OK
+EXIT_DIFFERENT: Final = commands.EXIT_DIFFERENT
+EXIT_INVALID: Final = commands.EXIT_INVALID
+EXIT_INTERNAL: Final = commands.EXIT_INTERNAL
 
 
-class _ExitError(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-def _parse_gates(text: str | None) -> dict[str, bool]:
-    gates: dict[str, bool] = {}
-    if not text:
-        return gates
-    for item in text.split(","):
-        name, sep, value = item.strip().partition("=")
-        if not sep or value.lower() not in ("true", "false"):
-            raise click.BadParameter(f"expected Name=true or Name=false, got {item.strip()!r}")
-        if name not in DEFAULT_FEATURE_GATES:
-            known = ", ".join(sorted(DEFAULT_FEATURE_GATES))
-            raise click.BadParameter(f"unknown feature gate {name!r}; known gates: {known}")
-        gates[name] = value.lower() == "true"
-    return gates
-
-
-def _options(params: dict[str, object]) -> RenderOptions:
-    gates = dict(DEFAULT_FEATURE_GATES) | _parse_gates(params.get("feature_gates"))  # type: ignore[arg-type]
-    return RenderOptions(
-        feature_gates=MappingProxyType(gates),
-        cluster_domain=str(params["cluster_domain"]),
-        namespace=str(params["namespace"]),
-        init_container_injection=bool(params["init_container_injection"]),
-        probes_injection=bool(params["probes_injection"]),
-        login_shell=bool(params["login_shell"]),
-        head_cluster_ip_service=bool(params["head_cluster_ip_service"]),
-        kubernetes_version=str(params["kubernetes_version"]),
-        max_pods=int(params["max_pods"]),  # type: ignore[call-overload]  # click IntRange: an int
-        max_objects=int(params["max_objects"]),  # type: ignore[call-overload]  # click IntRange
-        batch_scheduler=_batch_scheduler(params),
-        kueue_queue=_kueue_queue(params),
-        kai_podgroups=_kai_podgroups(params),
-        syncer_namespace=_syncer_namespace(params),
-        syncer_pod_labels=_syncer_pod_labels(params),
-    )
-
-
-def _syncer_namespace(params: dict[str, object]) -> str:
-    namespace = str(params.get("syncer_namespace", DEFAULT_SYNCER_NAMESPACE) or "")
-    errors = k8snames.dns1123_label_errors(namespace) if namespace else []
-    if errors:
-        raise click.BadParameter(f"{namespace!r} cannot name a namespace: {errors[0]}")
-    return namespace
-
-
-def _syncer_pod_labels(params: dict[str, object]) -> MappingProxyType[str, str]:
-    given = params.get("syncer_pod_labels") or ()
-    labels: dict[str, str] = {}
-    for item in given:  # type: ignore[attr-defined]  # click: a tuple of str
-        key, sep, value = str(item).partition("=")
-        errors = k8snames.label_key_errors(key) + k8snames.label_value_errors(value)
-        if not sep or errors:
-            reason = errors[0] if errors else "expected KEY=VALUE"
-            raise click.BadParameter(f"--syncer-pod-label {item!r}: {reason}")
-        labels[key] = value
-    return MappingProxyType(labels) if labels else DEFAULT_SYNCER_POD_LABELS
-
-
-def _kueue_queue(params: dict[str, object]) -> str:
-    queue = str(params.get("kueue_queue") or "")
-    errors = k8snames.dns1123_subdomain_errors(queue) if queue else []
-    if errors:
-        raise click.BadParameter(f"{queue!r} cannot name a LocalQueue: {errors[0]}")
-    return queue
-
-
-def _kai_podgroups(params: dict[str, object]) -> bool:
-    wanted = bool(params.get("kai_podgroups"))
-    if wanted and params.get("batch_scheduler") != "kai-scheduler":
-        raise click.UsageError("--kai-podgroups needs --batch-scheduler kai-scheduler")
-    return wanted
-
-
-def _batch_scheduler(params: dict[str, object]) -> str:
-    """KubeRay's flag pair: --enable-batch-scheduler (deprecated) means volcano; not both."""
-    name = str(params.get("batch_scheduler") or "")
-    if params.get("enable_batch_scheduler"):
-        if name:
-            raise click.UsageError(
-                "both feature flags enable-batch-scheduler (deprecated) and batch-scheduler "
-                "are set. Please use batch-scheduler only"
-            )
-        return "volcano"
-    return name
+def _usage(problem: ValueError) -> NoReturn:
+    """Show a usage problem of a command body as click does (`Error: ...` after the usage)."""
+    if isinstance(problem, settings.SettingError) and not problem.usage:
+        raise click.BadParameter(str(problem)) from None
+    raise click.UsageError(str(problem)) from None
 
 
 _OPTION_DECORATORS = (
@@ -256,56 +163,6 @@ def _with_render_options(func: F) -> F:
     return func
 
 
-def _report(diagnostics: Sequence[Diagnostic], err: TextIO, output_format: object = "text") -> None:
-    if diagnostics:
-        if output_format == "github":
-            from renderer import ghformat
-
-            err.write(ghformat.format_diagnostics(diagnostics) + "\n")
-        else:
-            err.write(format_diagnostics(diagnostics) + "\n")
-        err.write(summary(diagnostics) + "\n")
-
-
-def _compile(paths: Sequence[str], params: dict[str, object]) -> compiler.RenderResult:
-    options = _options(params)
-    max_bytes = params.get("max_input_bytes", sources.DEFAULT_MAX_INPUT_BYTES)
-    documents, read_problems = sources.read_documents(
-        paths,
-        sys.stdin,
-        max_bytes=int(max_bytes),  # type: ignore[call-overload]  # click IntRange
-    )
-    try:
-        result = compiler.render(documents, options)
-    except ManifestError as exc:
-        _report([*read_problems, *exc.diagnostics], sys.stderr, params.get("output_format"))
-        raise _ExitError(EXIT_INVALID) from exc
-    if read_problems:
-        _report([*read_problems, *result.warnings], sys.stderr, params.get("output_format"))
-        raise _ExitError(EXIT_INVALID)
-    if result.warnings:
-        _report(result.warnings, sys.stderr, params.get("output_format"))
-        if params.get("strict"):
-            raise _ExitError(EXIT_INVALID)
-    return result
-
-
-def _run(action: object, *args: object) -> None:
-    """Run a command body, mapping outcomes to exit codes; only internal errors show a traceback."""
-    try:
-        action(*args)  # type: ignore[operator]
-    except _ExitError as done:
-        sys.exit(done.code)
-    except (click.ClickException, click.exceptions.Exit, SystemExit):
-        raise
-    except Exception:  # noqa: BLE001 - the one place that turns bugs into exit code 3
-        import traceback
-
-        traceback.print_exc()
-        click.echo("internal error: please report this with the input that caused it", err=True)
-        sys.exit(EXIT_INTERNAL)
-
-
 PLUGIN_GROUP: Final = "kuberay.commands"
 
 
@@ -357,106 +214,6 @@ def _load_plugins() -> None:
             main.add_command(command, entry.name)
 
 
-def _differences(files: dict[str, str], existing: dict[str, str]) -> list[str]:
-    return sorted(
-        name for name in set(files) | set(existing) if files.get(name) != existing.get(name)
-    )
-
-
-def _render(paths: tuple[str, ...], params: dict[str, object]) -> None:
-    output_dir = params.get("output_dir")
-    check, diff = bool(params.get("check")), bool(params.get("diff"))
-    if (check or diff) and output_dir is None:
-        raise click.UsageError(
-            "--check and --diff compare against a directory: add --output-dir DIR"
-        )
-    result = _compile(paths, params)
-    if not result.objects and not params.get("allow_empty"):
-        click.echo(
-            "error: the input holds no objects to render (pass --allow-empty if that is expected)",
-            err=True,
-        )
-        raise _ExitError(EXIT_INVALID)
-    tool = params.get("gitops_config")
-    if tool is not None:
-        if output_dir is not None:
-            raise click.UsageError(
-                "--gitops-config prints one object; it cannot go with --output-dir"
-            )
-        _print_gitops(str(tool), result.objects)
-        return
-    if output_dir is None:
-        sys.stdout.write(emit.dump_all(result.objects))
-        return
-    _to_directory(Path(str(output_dir)), result.objects, params)
-
-
-# The modules below load only when their option is given (start-up, issue 11).
-
-
-def _print_gitops(tool: str, objects: Sequence[Manifest]) -> None:
-    from renderer import gitops
-
-    if tool == "argocd":
-        sys.stdout.write(emit.dump_all(gitops.argocd_objects(objects)))
-    elif tool == "argocd-application":
-        sys.stdout.write(emit.dump(gitops.argocd_fragment(objects)))
-    elif tool == "argocd-cm":
-        sys.stdout.write(emit.dump(gitops.argocd_health_config()))
-    else:
-        sys.stdout.write(emit.dump(gitops.flux_fragment(objects)))
-
-
-def _to_directory(directory: Path, objects: Sequence[Manifest], params: dict[str, object]) -> None:
-    """Write, check (`--check`) or diff (`--diff`) the one-file-per-object directory."""
-    import difflib
-
-    from renderer import ghformat, outdir, output
-
-    check, diff = bool(params.get("check")), bool(params.get("diff"))
-    files = output.plan_directory(objects)
-    try:
-        existing = outdir.owned_files(directory, "kuberay render")
-    except outdir.ForeignDirectoryError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise _ExitError(EXIT_INVALID) from exc
-    if check or diff:
-        changed = _differences(files, existing)
-        if diff:
-            for name in changed:
-                sys.stdout.writelines(
-                    difflib.unified_diff(
-                        existing.get(name, "").splitlines(keepends=True),
-                        files.get(name, "").splitlines(keepends=True),
-                        fromfile=f"{directory}/{name}",
-                        tofile=f"{directory}/{name} (rendered)",
-                    )
-                )
-        elif changed:
-            for name in changed:
-                state = (
-                    "missing"
-                    if name not in existing
-                    else "stale"
-                    if name not in files
-                    else "differs"
-                )
-                if params.get("output_format") == "github":
-                    hint = f"{state} from a fresh render: run kuberay render to update it"
-                    click.echo(
-                        ghformat.command("error", hint, file=f"{directory}/{name}"), err=True
-                    )
-                else:
-                    click.echo(f"{directory}/{name}: {state}", err=True)
-        if changed:
-            click.echo(
-                f"{len(changed)} file(s) differ from a fresh render of {directory}", err=True
-            )
-            raise _ExitError(EXIT_DIFFERENT)
-        return
-    outdir.write_directory(directory, files, existing)
-
-
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
@@ -483,12 +240,7 @@ def _to_directory(directory: Path, objects: Sequence[Manifest], params: dict[str
 @_with_render_options
 def render(paths: tuple[str, ...], **params: object) -> None:
     """Render RayCluster manifests (files, directories or - for stdin) into Kubernetes objects."""
-    _run(_render, paths, params)
-
-
-def _validate(paths: tuple[str, ...], params: dict[str, object]) -> None:
-    result = _compile(paths, params)
-    click.echo(f"ok: {len(result.objects)} objects would be rendered", err=True)
+    commands.run(commands.render, paths, params, on_usage=_usage)
 
 
 @main.command()
@@ -496,4 +248,4 @@ def _validate(paths: tuple[str, ...], params: dict[str, object]) -> None:
 @_with_render_options
 def validate(paths: tuple[str, ...], **params: object) -> None:
     """Check manifests and report every problem, writing nothing."""
-    _run(_validate, paths, params)
+    commands.run(commands.validate, paths, params, on_usage=_usage)

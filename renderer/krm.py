@@ -4,10 +4,10 @@ Reads a `config.kubernetes.io/v1` ResourceList on stdin and writes one on stdout
 `ray.io` item is replaced by the objects `kuberay render` makes of it (appended after the
 other items, in the renderer's order); every other item passes through untouched, with
 the annotations kustomize and kpt track it by. Render options come from `functionConfig`:
-its `data` (a ConfigMap, string values) or its `spec` (any kind, typed values), with the
-keys `namespace`, `clusterDomain`, `featureGates` (`Name=true,...` or a mapping),
-`initContainerInjection`, `probesInjection`, `loginShell`, `headClusterIPService`,
-`kubernetesVersion` and `strict`.
+its `data` (a ConfigMap, string values) or its `spec` (any kind, typed values), keyed by
+the `krm` names of `renderer.settings.SETTINGS` (the render options of `kuberay render` in
+camelCase, `clusterDomain`, `syncerPodLabels`, ..., but those `NOT_SETTINGS` names with
+the reason), checked as the CLI checks them.
 
 Every problem becomes a `results` entry: severity, message, the item (`resourceRef`), the
 JSON path in it (`field.path`) and its file (`file.path`, `file.index`: kpt's
@@ -32,7 +32,8 @@ from renderer import compile as compiler
 from renderer import emit, sources
 from renderer.errors import Diagnostic, ManifestError, format_path
 from renderer.manifest import Manifest
-from renderer.options import DEFAULT_FEATURE_GATES, RenderOptions
+from renderer.options import RenderOptions
+from renderer.settings import SETTINGS, Setting, SettingError, render_options
 
 API_VERSION: Final = "config.kubernetes.io/v1"
 KIND: Final = "ResourceList"
@@ -46,18 +47,21 @@ TOOL_ANNOTATION_PREFIXES: Final = (
     "kustomize.config.k8s.io/",
     "config.k8s.io/",
 )
-_BOOLEAN_OPTIONS: Final = {
-    "initContainerInjection": "init_container_injection",
-    "probesInjection": "probes_injection",
-    "loginShell": "login_shell",
-    "headClusterIPService": "head_cluster_ip_service",
-}
-_STRING_OPTIONS: Final = {
-    "namespace": "namespace",
-    "clusterDomain": "cluster_domain",
-    "kubernetesVersion": "kubernetes_version",
-}
-KNOWN_KEYS: Final = frozenset({*_BOOLEAN_OPTIONS, *_STRING_OPTIONS, "featureGates", "strict"})
+# `kuberay render` options the function has no use for, and why (a test holds every other
+# option of the CLI to a functionConfig key).
+NOT_SETTINGS: Final = MappingProxyType(
+    {
+        "output_dir": "the rendered objects go back in the ResourceList",
+        "check": "the orchestrator compares or writes the output, not the function",
+        "diff": "the orchestrator compares or writes the output, not the function",
+        "allow_empty": "a ResourceList without ray.io items passes through unchanged",
+        "gitops_config": "a ResourceList carries objects to apply, not tool settings",
+        "max_input_bytes": "the function reads one ResourceList its orchestrator built",
+        "output_format": "problems are `results` entries, the KRM format",
+    }
+)
+SETTINGS_USED: Final = tuple(s for s in SETTINGS if s.param not in NOT_SETTINGS)
+KNOWN_KEYS: Final = frozenset(s.krm for s in SETTINGS_USED)
 
 
 class ConfigError(ValueError):
@@ -72,27 +76,57 @@ def _boolean(key: str, value: Any) -> bool:
     raise ConfigError(f"functionConfig {key}: expected true or false, got {value!r}")
 
 
-def _gates(value: Any) -> dict[str, bool]:
+def _gates(value: Any) -> str:
+    """`featureGates` (`Name=bool,...` or a mapping) as the CLI's `Name=bool,...` text."""
     if isinstance(value, str):
-        pairs: list[tuple[str, Any]] = []
-        for item in value.split(","):
-            if not item.strip():
-                continue
-            name, sep, flag = item.strip().partition("=")
-            if not sep:
-                raise ConfigError(f"functionConfig featureGates: expected Name=bool, got {item!r}")
-            pairs.append((name, flag))
-    elif isinstance(value, Mapping):
-        pairs = [(str(k), v) for k, v in value.items()]
-    else:
-        raise ConfigError("functionConfig featureGates: expected Name=bool,... or a mapping")
-    gates: dict[str, bool] = {}
-    for name, flag in pairs:
-        if name not in DEFAULT_FEATURE_GATES:
-            known = ", ".join(sorted(DEFAULT_FEATURE_GATES))
-            raise ConfigError(f"functionConfig featureGates: unknown gate {name!r}; known: {known}")
-        gates[name] = _boolean(f"featureGates.{name}", flag)
-    return gates
+        return value
+    if isinstance(value, Mapping):
+        return ",".join(
+            f"{name}={str(_boolean(f'featureGates.{name}', flag)).lower()}"
+            for name, flag in value.items()
+        )
+    raise ConfigError("functionConfig featureGates: expected Name=bool,... or a mapping")
+
+
+def _labels(value: Any) -> list[str]:
+    """`syncerPodLabels`: a mapping, a list of KEY=VALUE, or KEY=VALUE,... (ConfigMap data)."""
+    if isinstance(value, Mapping):
+        return [f"{k}={v}" for k, v in value.items()]
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    raise ConfigError("functionConfig syncerPodLabels: expected a mapping or KEY=VALUE items")
+
+
+def _count(key: str, value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise ConfigError(f"functionConfig {key}: expected an integer >= 1, got {value!r}")
+
+
+def _value(setting: Setting, value: Any) -> object:
+    key = setting.krm
+    if setting.param == "feature_gates":
+        return _gates(value)
+    if setting.kind in ("bool", "flag"):
+        return _boolean(key, value)
+    if setting.kind == "count":
+        return _count(key, value)
+    if setting.kind == "labels":
+        return _labels(value)
+    if not isinstance(value, str) or (setting.kind == "string" and not value):
+        raise ConfigError(f"functionConfig {key}: expected a non-empty string")
+    return value
+
+
+def _in_keys(message: str) -> str:
+    """A settings message with the CLI's flags replaced by the functionConfig keys."""
+    for setting in sorted(SETTINGS, key=lambda s: -len(s.flag)):
+        message = message.replace(setting.flag, setting.krm)
+    return message
 
 
 def options_from(function_config: Any) -> tuple[RenderOptions, bool]:
@@ -101,33 +135,25 @@ def options_from(function_config: Any) -> tuple[RenderOptions, bool]:
         return RenderOptions(), False
     if not isinstance(function_config, Mapping):
         raise ConfigError("functionConfig: expected an object")
-    settings = function_config.get("data")
-    if settings is None:
-        settings = function_config.get("spec")
-    if settings is None:
-        settings = {}
-    if not isinstance(settings, Mapping):
+    given = function_config.get("data")
+    if given is None:
+        given = function_config.get("spec")
+    if given is None:
+        given = {}
+    if not isinstance(given, Mapping):
         raise ConfigError("functionConfig data/spec: expected a mapping")
-    unknown = sorted(set(settings) - KNOWN_KEYS)
+    unknown = sorted(set(given) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(
             f"functionConfig: unknown key(s) {', '.join(unknown)}; known: "
             f"{', '.join(sorted(KNOWN_KEYS))}"
         )
-    values: dict[str, Any] = {}
-    for key, field in _STRING_OPTIONS.items():
-        if key in settings:
-            if not isinstance(settings[key], str) or not settings[key]:
-                raise ConfigError(f"functionConfig {key}: expected a non-empty string")
-            values[field] = settings[key]
-    for key, field in _BOOLEAN_OPTIONS.items():
-        if key in settings:
-            values[field] = _boolean(key, settings[key])
-    gates = dict(DEFAULT_FEATURE_GATES)
-    if "featureGates" in settings:
-        gates |= _gates(settings["featureGates"])
-    strict = _boolean("strict", settings["strict"]) if "strict" in settings else False
-    return RenderOptions(feature_gates=MappingProxyType(gates), **values), strict
+    values = {s.param: _value(s, given[s.krm]) for s in SETTINGS_USED if s.krm in given}
+    try:
+        options = render_options(values)
+    except SettingError as exc:
+        raise ConfigError(f"functionConfig: {_in_keys(str(exc))}") from None
+    return options, bool(values.get("strict"))
 
 
 def _is_ray(item: Any) -> bool:

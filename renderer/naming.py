@@ -7,11 +7,18 @@ here too, for the syncer. Pure string functions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import string
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:  # CPython's own SHA-256 (the same digest): hashlib loads OpenSSL on every start
+    try:
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - a Python built without the builtin module
+        from hashlib import sha256
 
 from renderer.k8snames import is_dns1123_label as is_dns1123_label
 from renderer.k8snames import is_dns1123_subdomain as is_dns1123_subdomain
@@ -133,7 +140,7 @@ def canonical_json(value: Any) -> str:
 
 def content_hash(value: Any, length: int = 5) -> str:
     """A short base-36 hash of the canonical JSON of `value` (DESIGN §2)."""
-    digest = hashlib.sha256(canonical_json(value).encode()).digest()
+    digest = sha256(canonical_json(value).encode()).digest()
     number = int.from_bytes(digest[:16], "big")
     chars = []
     for _ in range(length):
@@ -144,7 +151,7 @@ def content_hash(value: Any, length: int = 5) -> str:
 
 def replica_name(group: str, cluster: str, replica: int, template_hash: str) -> str:
     """Deterministic stand-in for KubeRay's random multi-host replica name `<G>-xxxxx`."""
-    digest = hashlib.sha256(f"{cluster}/{group}/{replica}/{template_hash}".encode()).digest()
+    digest = sha256(f"{cluster}/{group}/{replica}/{template_hash}".encode()).digest()
     number = int.from_bytes(digest[:8], "big")
     chars = []
     for _ in range(5):

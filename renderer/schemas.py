@@ -12,7 +12,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,8 @@ Predicate = Callable[[object], bool]
 
 _SCHEMA_DIR = Path(_schema_package.__file__).parent
 RAY_GROUP = "ray.io"
+# Each packaged schema's `$id` is this and its file's stem (checked when it is loaded).
+_RAY_ID_PREFIX = "urn:kuberay-gitops:schemas:"
 RAY_API_VERSION = "ray.io/v1"
 # Kind -> packaged schema file. RayCronJob is checked too; whether it renders is not ours.
 RAY_KINDS = {
@@ -158,6 +160,35 @@ def _resolve_version(kubernetes_version: str) -> tuple[int, int]:
             f"expected {kubernetes_versions()[0]} or newer"
         )
     return usable[-1]
+
+
+@functools.cache
+def _k8s_lazy_definitions(version: tuple[int, int]) -> Mapping[str, Any]:
+    """The definitions of one version, each parsed when first used, with the patches above."""
+    from renderer import k8sdefs
+
+    return _Patched(k8sdefs.Definitions(_k8s_schema_dirs()[version] / "_definitions.json"))
+
+
+class _Patched(Mapping[str, Any]):
+    """A definitions mapping in which `_PATCHED_DEFINITIONS` replace the file's."""
+
+    def __init__(self, definitions: Mapping[str, Any]) -> None:
+        self._definitions = definitions
+
+    def __getitem__(self, name: str) -> Any:
+        if name in _PATCHED_DEFINITIONS:
+            return _PATCHED_DEFINITIONS[name]
+        return self._definitions[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in _PATCHED_DEFINITIONS or name in self._definitions
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._definitions)
+
+    def __len__(self) -> int:
+        return len(self._definitions)
 
 
 @functools.cache
@@ -377,9 +408,14 @@ class _Compiler:
     subset raises `SchemaError` at compile time, never a wrong answer at run time.
     """
 
-    def __init__(self, documents: dict[str, Manifest]) -> None:
+    def __init__(self, documents: Mapping[str, Any], *, lazy: bool = True) -> None:
         self._documents = documents
         self._refs: dict[str, Predicate] = {}
+        # A reference met while compiling another one's target compiles (and loads its
+        # definition) when a value first reaches it: a small document touches few of them.
+        # `lazy=False` compiles everything at once (the tests that compile every schema).
+        self._lazy = lazy
+        self._depth = 0
 
     def compile(self, node: object, base: str) -> Predicate:
         """Compile `node`, whose relative references resolve against the document `base`."""
@@ -468,19 +504,41 @@ class _Compiler:
             return known
         if uri not in self._documents:
             raise SchemaError(f"unresolvable reference {ref!r}")
-        target: object = self._documents[uri]
-        for part in fragment.split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(target, dict) or part not in target:
-                raise SchemaError(f"unresolvable reference {ref!r}")
-            target = target[part]
+        if self._lazy and self._depth:
+            return self._deferred(key, ref, uri, fragment)
         # A stand-in first, so that recursive definitions terminate.
         cell: list[Predicate] = []
         self._refs[key] = lambda value: cell[0](value)
-        compiled = self.compile(target, uri)
+        compiled = self._target(ref, uri, fragment)
         cell.append(compiled)
         self._refs[key] = compiled
         return compiled
+
+    def _deferred(self, key: str, ref: str, uri: str, fragment: str) -> Predicate:
+        """A predicate that compiles the reference's target on its first call."""
+        cell: list[Predicate] = []
+
+        def check(value: object) -> bool:
+            if not cell:
+                cell.append(self._target(ref, uri, fragment))
+                self._refs[key] = cell[0]
+            return cell[0](value)
+
+        self._refs[key] = check
+        return check
+
+    def _target(self, ref: str, uri: str, fragment: str) -> Predicate:
+        target: object = self._documents[uri]
+        for part in fragment.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, Mapping) or part not in target:
+                raise SchemaError(f"unresolvable reference {ref!r}")
+            target = target[part]
+        self._depth += 1
+        try:
+            return self.compile(target, uri)
+        finally:
+            self._depth -= 1
 
 
 def _without(name: str, types: tuple[str, ...]) -> Predicate:
@@ -496,14 +554,35 @@ def _combinator(keyword: str, branches: tuple[Predicate, ...]) -> Predicate:
     return lambda value: sum(1 for branch in branches if branch(value)) == 1
 
 
+class _Documents(Mapping[str, Any]):
+    """The documents references resolve in, by URI: each loaded when first resolved."""
+
+    def __init__(self, version: tuple[int, int]) -> None:
+        self._version = version
+        self._ray = {f"{_RAY_ID_PREFIX}{Path(f).stem}": kind for kind, f in RAY_KINDS.items()}
+
+    def __getitem__(self, uri: str) -> Any:
+        if uri == K8S_DEFINITIONS_URI:
+            return {"$defs": _k8s_lazy_definitions(self._version)}
+        schema = _linked_schema(self._ray[uri])
+        if schema.get("$id") != uri:  # pragma: no cover - the packaged schemas' ids
+            raise SchemaError(f"the schema of {self._ray[uri]} is not {uri}")
+        return schema
+
+    def __contains__(self, uri: object) -> bool:
+        return uri == K8S_DEFINITIONS_URI or uri in self._ray
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((K8S_DEFINITIONS_URI, *self._ray))
+
+    def __len__(self) -> int:
+        return 1 + len(self._ray)
+
+
 @functools.cache
 def _compiler(version: tuple[int, int]) -> _Compiler:
     """One compiler per Kubernetes version, so shared definitions compile once."""
-    documents = {K8S_DEFINITIONS_URI: _k8s_definitions(version)}
-    for kind in RAY_KINDS:
-        schema = _linked_schema(kind)
-        documents[schema["$id"]] = schema
-    return _Compiler(documents)
+    return _Compiler(_Documents(version))
 
 
 @functools.cache

@@ -8,12 +8,16 @@ map order (custom head Service, serve Service) the ports are sorted by name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from renderer import naming
 from renderer.manifest import Manifest, clone
 from renderer.model.raycluster import RayCluster
-from renderer.model.rayjob import RayJobPlan
 from renderer.options import RenderOptions
 from schemas.intent import RAYJOB
+
+if TYPE_CHECKING:  # a type only: a RayCluster render does not load the RayJob model
+    from renderer.model.rayjob import RayJobPlan
 
 
 def head_selector(cluster: RayCluster) -> dict[str, str]:

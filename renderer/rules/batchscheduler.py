@@ -11,13 +11,16 @@ warning), and a Kueue queue must be able to name a LocalQueue. Pure: `Problem`s 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from renderer import k8snames
 from renderer.errors import JsonPath, Problem
 from renderer.manifest import Manifest
 from renderer.model import schedulers as bs
-from renderer.model.rayjob import K8S_JOB_MODE, RayJobPlan
 from renderer.options import RenderOptions
+
+if TYPE_CHECKING:  # a type only: a RayCluster render does not load the RayJob model
+    from renderer.model.rayjob import RayJobPlan
 
 
 def _labels_path(key: str) -> tuple[str, ...]:
@@ -106,6 +109,8 @@ def check_kueue(
 
 def check_rayjob(plan: RayJobPlan, options: RenderOptions) -> list[Problem]:
     """The RayJob combinations KubeRay v1.7 fails, refused with the scheduler named."""
+    from renderer.model.rayjob import K8S_JOB_MODE  # loaded with the RayJob kind anyway
+
     problems = check_parent(plan.labels, options)
     problems.extend(
         check_kueue(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ import yaml
 
 from renderer import argocd_cmp, emit
 from tests.integrations.tools import VENV_BIN, tool_env
-from tests.paths import EXAMPLES, INVALID
+from tests.paths import EXAMPLES, GOLDEN, INVALID
 from tests.validation import validate_object
 
 
@@ -22,7 +23,12 @@ def discover(directory: Path) -> str:
 
 def generate(directory: Path, **params: str) -> subprocess.CompletedProcess[str]:
     env = tool_env()
-    env.update({argocd_cmp.env_name(k.replace("_", "-")): v for k, v in params.items()})
+    env.update(
+        {
+            k if k.isupper() else argocd_cmp.env_name(k.replace("_", "-")): v
+            for k, v in params.items()
+        }
+    )
     env["ARGOCD_APP_NAMESPACE"] = "from-destination"
     return subprocess.run(
         [str(VENV_BIN / "kuberay-argocd-cmp"), "generate"],
@@ -82,14 +88,25 @@ def test_generate_reports_bad_parameters_and_bad_manifests(tmp_path: Path) -> No
     assert "serve.yaml:6:34: error:" in invalid.stderr
 
 
-def test_every_parameter_maps_to_a_render_option() -> None:
-    done = subprocess.run(
-        [str(VENV_BIN / "kuberay"), "render", "--help"], capture_output=True, text=True, check=True
+def test_generate_passes_the_network_policy_settings(tmp_path: Path) -> None:
+    shutil.copy(GOLDEN / "rayservice-network-policy" / "input.yaml", tmp_path / "serve.yaml")
+    labels = {"app.kubernetes.io/name": "ray-syncer", "tier": "control"}
+    tuned = generate(
+        tmp_path,
+        feature_gates="RayClusterNetworkPolicy=true",
+        syncer_namespace="platform",
+        ARGOCD_APP_PARAMETERS=json.dumps([{"name": "syncer-pod-labels", "map": labels}]),
     )
-    for option, _, _ in argocd_cmp.PARAMETERS.values():
-        assert option in done.stdout
-    static = argocd_cmp.plugin_config()["spec"]["parameters"]["static"]
-    assert [p["name"] for p in static] == list(argocd_cmp.PARAMETERS)
+    assert tuned.returncode == 0, tuned.stderr
+    expected = render(
+        tmp_path,
+        *("--namespace", "from-destination", "--feature-gates", "RayClusterNetworkPolicy=true"),
+        *("--syncer-namespace", "platform", "--syncer-pod-label", "tier=control"),
+        *("--syncer-pod-label", "app.kubernetes.io/name=ray-syncer"),
+    )
+    assert tuned.stdout == expected
+    assert "kubernetes.io/metadata.name: platform" in tuned.stdout
+    assert "tier: control" in tuned.stdout
 
 
 def test_install_prints_the_plugin_configmap_and_the_sidecar_patch() -> None:

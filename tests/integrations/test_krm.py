@@ -12,7 +12,7 @@ import yaml
 from renderer import compile as compiler
 from renderer import sources
 from renderer.options import RenderOptions
-from tests.integrations.tools import VENV_BIN, build, tool_env
+from tests.integrations.tools import VENV_BIN, build, krmcheck, tool_env
 from tests.paths import EXAMPLES, INVALID
 
 Manifest = dict[str, Any]
@@ -112,6 +112,54 @@ def test_results_name_item_file_and_field_and_the_exit_is_non_zero() -> None:
         "kind": "RayCluster",
         "name": "serving",
     }
+
+
+def sdk_reading(output: Manifest) -> Manifest:
+    """What the kpt function SDK's ResourceList parser (fn.ParseResourceList) reads."""
+    done = subprocess.run(
+        [krmcheck()], input=yaml.safe_dump(output), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    read: Manifest = json.loads(done.stdout)
+    return read
+
+
+def test_the_kpt_sdk_reads_our_output_items_and_results() -> None:
+    job = yaml.safe_load((EXAMPLES / "rayjob.yaml").read_text())
+    code, out, err = krm(
+        {"apiVersion": "config.kubernetes.io/v1", "kind": "ResourceList", "items": [PLAIN, job]}
+    )
+    assert code == 0 and out is not None, err
+    read = sdk_reading(out)
+    assert read["items"] == [
+        {
+            "apiVersion": o["apiVersion"],
+            "kind": o["kind"],
+            "name": o["metadata"]["name"],
+            **({"namespace": o["metadata"]["namespace"]} if "namespace" in o["metadata"] else {}),
+        }
+        for o in out["items"]
+    ]
+    assert len(read["items"]) > 5 and read["results"] == []
+    item = yaml.safe_load((INVALID / "serve-port.yaml").read_text())
+    item["metadata"].setdefault("annotations", {}).update(
+        {"internal.config.kubernetes.io/path": "apps/serve.yaml", "config.kubernetes.io/index": "0"}
+    )
+    code, out, _ = krm(
+        {"apiVersion": "config.kubernetes.io/v1", "kind": "ResourceList", "items": [item]}
+    )
+    assert code == 1 and out is not None
+    (result,) = sdk_reading(out)["results"]
+    (ours,) = out["results"]
+    assert result == {
+        "severity": "error",
+        "message": ours["message"],
+        "resourceRef": {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "serving"},
+        "field": ours["field"]["path"],
+        "file": "apps/serve.yaml",
+    }
+    broken = subprocess.run([krmcheck()], input="kind: [", capture_output=True, text=True)
+    assert broken.returncode == 1 and "not a ResourceList" in broken.stderr
 
 
 def test_function_config_sets_the_render_options() -> None:

@@ -30,6 +30,22 @@ def kustomize() -> str:
     return found
 
 
+def krmcheck() -> str:
+    """The kpt SDK's ResourceList parser as a command (tools/krmcheck), built by `./run test`."""
+    candidate = os.environ.get("KUBERAY_KRMCHECK")
+    if not candidate or not Path(candidate).is_file():
+        built = subprocess.run(
+            [str(Path(__file__).parents[2] / "tools" / "krmcheck" / "build")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if built.returncode != 0:
+            pytest.fail(f"tools/krmcheck/build failed (needs the go command):\n{built.stderr}")
+        candidate = built.stdout.strip()
+    return candidate
+
+
 def tool_env() -> dict[str, str]:
     """The environment with this virtualenv's scripts (kuberay, kuberay-krm) first on PATH."""
     env = dict(os.environ)

@@ -874,9 +874,16 @@ def test_compiler_refuses_what_it_does_not_support() -> None:
 @pytest.mark.parametrize("version", [schemas.kubernetes_versions()[0], LATEST])
 def test_every_kubernetes_definition_compiles(version: str) -> None:
     major, minor = (int(part) for part in version.split("."))
-    compiler = schemas._compiler((major, minor))
+    # Not lazy: each reference's target compiles (and resolves) at once.
+    compiler = schemas._Compiler(schemas._Documents((major, minor)), lazy=False)
     for name in k8s_definitions(version):
         compiler.compile({"$ref": f"{schemas.K8S_DEFINITIONS_URI}#/$defs/{name}"}, "")
+
+
+def test_every_packaged_schema_compiles_at_once() -> None:
+    compiler = schemas._Compiler(schemas._Documents((1, 33)), lazy=False)
+    for kind in schemas.RAY_KINDS:
+        compiler.compile({"$ref": schemas._linked_schema(kind)["$id"]}, "")
 
 
 # --- random damage never breaks the checker ------------------------------------------------

@@ -102,12 +102,13 @@ class LiveCluster:
     def settle(self, count: int, what: str = "") -> set[str]:
         """Wait until Pods, desired set and alive Ray workers are one set of `count` names."""
 
-        def agreed() -> set[str] | None:
+        def agreed() -> list[set[str]]:
             pods = self.pods()
             same = len(pods) == count and pods == self.desired() == self.ray_workers()
-            return pods if same else None
+            return [pods] if same else []  # truthy even for no workers
 
-        settled: set[str] = self.wait(agreed, what or f"{count} workers in Pods, state and Ray")
+        what = what or f"{count} workers in Pods, state and Ray"
+        settled: set[str] = self.wait(agreed, what)[0]
         return settled
 
     def hold(self) -> Path:

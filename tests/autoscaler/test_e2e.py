@@ -96,7 +96,9 @@ def test_min_replicas_at_start_and_the_autoscaler_adopts_the_seed(cluster: LiveC
     assert pod["metadata"]["labels"][naming.RAY_GROUP] == "small"
     owners = pod["metadata"]["ownerReferences"]
     assert [(o["kind"], o["name"]) for o in owners] == [("Pod", cluster.head.instance_id)]
-    cluster.timings["seed_ray_start_s"] = cluster.workers.node(seed).started_in()
+    # `ray start` prints its line a moment after the GCS lists the node.
+    node = cluster.workers.node(seed)
+    cluster.timings["seed_ray_start_s"] = cluster.wait(node.started_in, "the seed's start line")
     # The monitor runs and looks at the seed without adding or removing a name.
     cluster.wait(lambda: cluster.provider_calls("get", 0) >= LOOPS, f"{LOOPS} autoscaler loops")
     assert cluster.provider_calls("patch", 0) == 0
@@ -117,7 +119,8 @@ def test_task_demand_scales_up_and_the_idle_worker_is_deleted(cluster: LiveClust
     cluster.release(hold)
     ran_on = cluster.driver.reply(timeout=60)
     assert sorted(ran_on) == sorted({first, second})
-    cluster.timings["new_worker_ray_start_s"] = cluster.workers.node(second).started_in()
+    node = cluster.workers.node(second)
+    cluster.timings["new_worker_ray_start_s"] = cluster.wait(node.started_in, "its start line")
 
     idle = time.monotonic()
     cluster.wait(lambda: len(cluster.pods()) == 1, "scale-down to minReplicas")

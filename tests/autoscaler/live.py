@@ -27,6 +27,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -244,7 +245,7 @@ class LocalHead:
             for path in self.logs.glob("*"):
                 if path.name.startswith(("gcs_server", "raylet", "monitor")) and path.is_file():
                     (self.log_dir / f"head-{path.name}").write_bytes(path.read_bytes())
-        subprocess.run(["rm", "-rf", str(self.temp_dir)], check=False)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 class RayWorkers:

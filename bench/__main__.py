@@ -11,10 +11,19 @@ from collections.abc import Callable, Sequence
 
 from bench import render, startup, syncer
 
+
+def _autoscaling(args: Sequence[str]) -> None:
+    # Imported when run: it loads Ray, the syncer and the fake API server.
+    from bench import autoscaling
+
+    autoscaling.main(args)
+
+
 BENCHMARKS: dict[str, Callable[[Sequence[str]], object]] = {
     "render": lambda args: render.main(),
     "syncer": syncer.main,
     "startup": lambda args: startup.main(),
+    "autoscaling": _autoscaling,
 }
 
 

@@ -6,8 +6,10 @@ root: in the watched namespaces (and on cluster-scoped objects) only the configu
 identities, the syncer's own ServiceAccount and the cluster's own components may create,
 change or delete an object that carries the renderer's labels (`app.kubernetes.io/managed-by:
 kuberay-render`) or the syncer's (`kuberay-syncer`, any `kuberay.io/role`), and so only they
-may add those labels to an object or take them off. `policy_objects` is pure; the CEL is
-evaluated by the API server (admissionregistration.k8s.io/v1, Kubernetes 1.30+).
+may add those labels to an object or take them off. A second, optional policy
+(`worker_pod_policy_objects`) bounds the Pods the syncer itself creates (the autoscaling
+workers). Both are pure; the CEL is evaluated by the API server
+(admissionregistration.k8s.io/v1, Kubernetes 1.30+).
 """
 
 from __future__ import annotations
@@ -77,6 +79,29 @@ def _message(name: str) -> str:
         f"{naming.MANAGED_BY}={MANAGED_VALUES[0]} or {MANAGED_VALUES[1]}, or {naming.ROLE}, "
         f"are written only by the GitOps identities and the syncer (policy {name})'"
     )
+
+
+def _binding(name: str, watch_namespaces: Sequence[str], labels: dict[str, str]) -> Manifest:
+    """The binding of policy `name` that denies, in the watched namespaces (`["*"]`: all)."""
+    spec: Manifest = {"policyName": name, "validationActions": ["Deny"]}
+    if list(watch_namespaces) != ["*"]:
+        spec["matchResources"] = {
+            "namespaceSelector": {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "In",
+                        "values": sorted(watch_namespaces),
+                    }
+                ]
+            }
+        }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": spec,
+    }
 
 
 def split_identities(identities: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -159,23 +184,133 @@ def policy_objects(
             ],
         },
     }
-    binding_spec: Manifest = {"policyName": name, "validationActions": ["Deny"]}
-    if list(watch_namespaces) != ["*"]:
-        binding_spec["matchResources"] = {
-            "namespaceSelector": {
-                "matchExpressions": [
+    return [policy, _binding(name, watch_namespaces, labels)]
+
+
+# --- the Pods the syncer creates (autoscaling workers) ---------------------------------------
+
+# Ray's generateName alphabet in the provider's names `<cluster>-<group>-worker-<5>`: a
+# rendered worker's name (`...-worker-<hash>-<index>`) never matches, so no git-declared name.
+WORKER_NAME_RE: Final = "-worker-[bcdfghjklmnpqrstvwxz2456789]{5}$"
+WORKER_LABELS: Final = (
+    naming.MANAGED_BY,
+    naming.RAY_NODE_TYPE,
+    naming.RAY_CLUSTER,
+    naming.RAY_GROUP,
+)
+
+
+def _not_set(path: str, field: str) -> str:
+    """CEL: boolean `<path>.<field>` is absent or false."""
+    return f"!(has({path}.{field}) && {path}.{field})"
+
+
+def _unprivileged(containers: str) -> str:
+    """CEL: no container of the list `containers` (may be absent) is privileged."""
+    sc = "c.securityContext"
+    each = f"!has({sc}) || {_not_set(sc, 'privileged')}"
+    return f"!has({containers}) || {containers}.all(c, {each})"
+
+
+def worker_pod_rules() -> list[tuple[str, str]]:
+    """(CEL expression, message) of each check on a Pod the syncer creates."""
+    labels = "variables.labels"
+    spec = "object.spec"
+    return [
+        (
+            f"{_cel_list(WORKER_LABELS)}.all(k, k in {labels} && {labels}[k] != '') && "
+            f"{labels}[{_cel_str(naming.MANAGED_BY)}] == 'kuberay-syncer' && "
+            f"{labels}[{_cel_str(naming.RAY_NODE_TYPE)}] == 'worker'",
+            "a Pod the syncer creates is a Ray worker: labels "
+            f"{naming.MANAGED_BY}=kuberay-syncer, {naming.RAY_NODE_TYPE}=worker, "
+            f"{naming.RAY_CLUSTER} and {naming.RAY_GROUP}",
+        ),
+        (
+            f"object.metadata.name.matches({_cel_str(WORKER_NAME_RE)})",
+            "a Pod the syncer creates is named <cluster>-<group>-worker-<5 characters>",
+        ),
+        (
+            "has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) == 1"
+            " && object.metadata.ownerReferences.all(o, o.apiVersion == 'v1' && o.kind == 'Pod')",
+            "a Pod the syncer creates has exactly one owner: its cluster's head Pod",
+        ),
+        (
+            " && ".join(_not_set(spec, f) for f in ("hostNetwork", "hostPID", "hostIPC")),
+            "a Pod the syncer creates uses no host network, PID or IPC namespace",
+        ),
+        (
+            f"!has({spec}.volumes) || {spec}.volumes.all(v, !has(v.hostPath))",
+            "a Pod the syncer creates mounts no hostPath volume",
+        ),
+        (
+            f"({_unprivileged(f'{spec}.containers')}) && "
+            f"({_unprivileged(f'{spec}.initContainers')})",
+            "a Pod the syncer creates runs no privileged container",
+        ),
+    ]
+
+
+def worker_pod_policy_name(namespace: str) -> str:
+    """The cluster-scoped name of the worker-Pod policy and binding of the install."""
+    return f"kuberay-syncer-{namespace}-worker-pods"
+
+
+def worker_pod_policy_objects(
+    *,
+    namespace: str,
+    service_account: str,
+    watch_namespaces: Sequence[str],
+    labels: dict[str, str],
+) -> list[Manifest]:
+    """A ValidatingAdmissionPolicy that bounds the Pods the syncer's ServiceAccount creates.
+
+    The syncer creates Pods only as the autoscaling actuator: dynamic workers built from a
+    rendered template. The policy holds every Pod it creates to that shape (the worker
+    labels, the provider's name shape, one owner that is a Pod) and refuses the ways out of
+    a container (host namespaces, hostPath, privileged). It does not compare the Pod with
+    its group's template: CEL cannot parse the template (a JSON string in the ConfigMap),
+    and with the ConfigMaps as params each one is evaluated alone, so "this cluster has a
+    template" cannot be expressed. A template that needs hostPath or privileged therefore
+    cannot be scaled with this policy on.
+    """
+    syncer = f"system:serviceaccount:{namespace}:{service_account}"
+    name = worker_pod_policy_name(namespace)
+    policy: Manifest = {
+        "apiVersion": API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
                     {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "In",
-                        "values": sorted(watch_namespaces),
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "operations": ["CREATE"],
                     }
                 ]
-            }
-        }
-    binding: Manifest = {
-        "apiVersion": API_VERSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": dict(labels)},
-        "spec": binding_spec,
+            },
+            "matchConditions": [
+                {
+                    "name": "by-the-syncer",
+                    "expression": f"request.userInfo.username == {_cel_str(syncer)}",
+                }
+            ],
+            "variables": [
+                {
+                    "name": "labels",
+                    "expression": "has(object.metadata.labels) ? object.metadata.labels : {}",
+                }
+            ],
+            "validations": [
+                {
+                    "expression": expression,
+                    "message": f"{message} (policy {name})",
+                    "reason": "Forbidden",
+                }
+                for expression, message in worker_pod_rules()
+            ],
+        },
     }
-    return [policy, binding]
+    return [policy, _binding(name, watch_namespaces, labels)]

@@ -87,12 +87,16 @@ class Hardening:
 
     `admission_identities` non-empty adds the ValidatingAdmissionPolicy that reserves the
     renderer's and syncer's labels to those GitOps identities and the syncer;
-    `network_policy` adds the syncer's ingress/egress NetworkPolicy, which lets it reach the
-    API server on `api_server_ports` (in `api_server_cidrs`, or anywhere when empty), DNS,
-    and the Ray head pods of the watched namespaces on `dashboard_ports`.
+    `worker_pod_policy` adds the ValidatingAdmissionPolicy that bounds the Pods the syncer
+    creates (autoscaling workers: their labels, name shape and owner; no host namespaces,
+    hostPath or privileged containers); `network_policy` adds the syncer's ingress/egress
+    NetworkPolicy, which lets it reach the API server on `api_server_ports` (in
+    `api_server_cidrs`, or anywhere when empty), DNS, and the Ray head pods of the watched
+    namespaces on `dashboard_ports`.
     """
 
     admission_identities: tuple[str, ...] = ()
+    worker_pod_policy: bool = False
     priority_class: str | None = None
     network_policy: bool = False
     api_server_ports: tuple[int, ...] = API_SERVER_PORTS
@@ -447,6 +451,10 @@ def build_syncer_manifests(
             watch_namespaces=watch,
             labels=LABELS,
         )
+    if hardening.worker_pod_policy:
+        objects += admission.worker_pod_policy_objects(
+            namespace=namespace, service_account=NAME, watch_namespaces=watch, labels=LABELS
+        )
     return objects
 
 
@@ -514,6 +522,13 @@ def _print_or_write(objects: list[Manifest], output_dir: str | None) -> int:
     "system:serviceaccount:argocd:argocd-application-controller (repeatable; with "
     "--admission-policy).",
 )
+@click.option(
+    "--worker-pod-policy",
+    is_flag=True,
+    help="Add a ValidatingAdmissionPolicy that lets the syncer create only autoscaling "
+    "worker Pods (labels, name, one head-Pod owner; no host namespaces, hostPath or "
+    "privileged containers).",
+)
 @click.option("--priority-class", default=None, help="priorityClassName of the syncer's pods.")
 @click.option(
     "--network-policy",
@@ -557,6 +572,7 @@ def syncer_manifests(
     dashboard_auth_secret: str | None,
     admission_policy: bool,
     gitops_identities: tuple[str, ...],
+    worker_pod_policy: bool,
     priority_class: str | None,
     network_policy: bool,
     api_server_ports: tuple[int, ...],
@@ -577,6 +593,7 @@ def syncer_manifests(
             )
         hardening = Hardening(
             admission_identities=gitops_identities,
+            worker_pod_policy=worker_pod_policy,
             priority_class=priority_class,
             network_policy=network_policy,
             api_server_ports=api_server_ports or API_SERVER_PORTS,

@@ -146,6 +146,23 @@ def test_terminate_nodes_removes_the_names_and_keeps_the_others(
     assert tags["ray-launch-request"] == "req-1"
 
 
+def test_terminating_names_no_longer_desired_writes_nothing(
+    kube_api: KubeApi, kube: KubeClient, provider: PodProvider
+) -> None:
+    # A restarted autoscaler terminates the dead Ray nodes of Pods deleted before it ran.
+    ns = kube_api.namespace
+    _state(kube, ns, {"demo-small-worker-kept1": json.dumps({"group": rig.GROUP})})
+    assert provider.non_terminated_nodes({}) == ["demo-small-worker-kept1"]
+    mark = kube_api.fake.audit.mark()
+    provider.terminate_nodes(["demo-small-worker-gone1", "demo-small-worker-gone2"])
+    assert kube_api.fake.audit.writes(since=mark) == []
+    provider.terminate_nodes(["demo-small-worker-gone1", "demo-small-worker-kept1"])
+    assert [r.name for r in kube_api.fake.audit.writes(since=mark)] == [
+        f"{rig.CLUSTER}-autoscaler-state"
+    ]
+    assert rig.state_data(kube, ns) == {}
+
+
 def test_a_dead_worker_is_reported_terminated_and_its_name_removed(
     kube_api: KubeApi, kube: KubeClient, provider: PodProvider, fake_controllers: Controllers
 ) -> None:

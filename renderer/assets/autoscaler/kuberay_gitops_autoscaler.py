@@ -398,12 +398,23 @@ class PodProvider(NodeProvider):
         return self.create_node(node_config, tags, count)
 
     def terminate_nodes(self, node_ids: list[str]) -> dict[str, Any] | None:
-        """Remove the names from the desired set (`{name: null}`); the syncer deletes the Pods."""
+        """Remove the names from the desired set (`{name: null}`); the syncer deletes the Pods.
+
+        A name the desired set no longer holds gets no write: a restarted autoscaler
+        terminates the dead Ray nodes of Pods deleted before it started.
+        """
         with self._lock:
             heads = [n for n in node_ids if n in self._nodes and self._is_head(n)]
-        workers = [n for n in node_ids if n not in heads]
+            unknown = [n for n in node_ids if n not in self._nodes]
+        gone: list[str] = []
+        if unknown:  # not in the last listing: ask the desired set itself
+            desired = self._desired()
+            gone = [n for n in unknown if n not in desired]
+        workers = [n for n in node_ids if n not in heads and n not in gone]
         if heads:
             logger.warning("refusing to terminate the head: %s", ", ".join(heads))
+        if gone:
+            logger.info("not desired already: %s", ", ".join(gone))
         if workers:
             self._patch_names(dict.fromkeys(workers))
             with self._lock:

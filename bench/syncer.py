@@ -94,7 +94,7 @@ from syncer.ray.types import RayFacts
 from syncer.rayjob import machine as rayjob
 from syncer.rayjob import views
 from syncer.rayjob.intent import parse_job_intent
-from syncer.status import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER
+from syncer.status import ROLE_STATUS, STATUS_KEY, SYNCER_MANAGER
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 
 if TYPE_CHECKING:
@@ -345,8 +345,9 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
     managedFields, status); the others are its stored objects cloned under their own
     names and UIDs (`Store.put`), which is much faster and keeps the shape exact. Each job
     also gets the status ConfigMap the syncer publishes for a job seen Running at
-    `started` (and the status annotations on its Job), so a syncer that starts on them
-    has nothing to write until something changes.
+    `started` (its Job carries no status annotations: a running job's Job shows the
+    health they would give it), so a syncer that starts on them has nothing to write for
+    the RayJobs until something changes.
     """
     from tests.fakeapi.kinds import kind_for_resource  # server side only
 
@@ -397,8 +398,6 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
         field_manager="kube-controller-manager",
     )
     status = _status_configmap(cm, head, job, pod, started)
-    job["metadata"].setdefault("annotations", {}).update(_status_annotations(status))
-    job = store.put(job)
     texts = [json.dumps(obj) for obj in (cm, head, job, pod)]
     status_text = json.dumps(status)
     job_uid = str(job["metadata"]["uid"])
@@ -474,14 +473,6 @@ def _status_configmap(
             "jobDeploymentStatus": record.job_deployment_status,
             "jobStatus": record.job_status,
         },
-    }
-
-
-def _status_annotations(status: Manifest) -> dict[str, str]:
-    data = status["data"]
-    return {
-        f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": data["jobDeploymentStatus"],
-        f"{STATUS_ANNOTATION_PREFIX}job-status": data["jobStatus"],
     }
 
 
@@ -765,8 +756,8 @@ class RecordingKube(ForwardingKube):
             return
         meta = body.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if labels.get(naming.ROLE) != "status":
-            return
+        if labels.get(naming.ROLE) != "status" or labels.get(naming.ORIGIN_KIND) != "RayJob":
+            return  # a Ray cluster's status map (the RayCluster reconciler's) has no job state
         state = (body.get("data") or {}).get("jobDeploymentStatus")
         name = str(labels.get(naming.ORIGIN_NAME))
         rank = _STATE_RANK.get(str(state), 0)

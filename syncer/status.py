@@ -103,12 +103,20 @@ def slim_configmap(cm: Manifest, *, keep: Iterable[str] | None = None) -> Manife
     }
 
 
+# The data keys of a status map that are read from the cache: the record, and the one word
+# the RayCluster reconciler's healing reads of a RayJob's. The other words (KubeRay's
+# fields for `kubectl get -o` and health checks) are written each time, never read back.
+_STATUS_DATA: Final = (STATUS_KEY, "jobDeploymentStatus", OVERSIZED_KEY)
+
+
 def slim_status(cm: Manifest) -> Manifest:
-    """A status ConfigMap as cached: labels, owner, data and resourceVersion (no uid).
+    """A status ConfigMap as cached: labels, owner, record and resourceVersion (no uid).
 
     The syncer writes the whole map each time and reads back only those.
     """
     slim = slim_configmap(cm, keep=_STATUS_META)
+    data = slim["data"]
+    slim["data"] = {k: data[k] for k in _STATUS_DATA if k in data}
     owners = slim["metadata"].get("ownerReferences")
     if owners is not None:
         # Only what `distrust` compares: the owners' uids.

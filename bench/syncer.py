@@ -1335,12 +1335,20 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     parser.add_argument("--verbose", action="store_true", help="print progress every second")
     parser.add_argument("--plot", help="write a PNG of delay over time here (one scale)")
     parser.add_argument("--workers", type=int, default=8, help="the syncer's worker threads")
+    parser.add_argument(
+        "--real", action="store_true", help="on a real control plane (bench.realcp; one scale)"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.serve:
         serve(args.jobs[0], args.seed, args.started)
+        return []
+    if args.real:
+        from bench import realcp
+
+        realcp.main((args.jobs or [100])[0], args.lead, args.spread, args.budget)
         return []
     scales = args.jobs or list(SCALES)
     if len(scales) > 1:

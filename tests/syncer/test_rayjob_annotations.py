@@ -64,6 +64,7 @@ def anchor(kube_api: KubeApi) -> Anchor:
     intent_cm = next(o for o in created if o["metadata"]["name"] == "demo-kuberay-intent")
     jobs = Cache.watching(kube, JOBS, (ns,), project=views.cached_job)
     pods = Cache.watching(kube, PODS, (ns,), project=views.cached_pod)
+    pods.add_index("jobname", views.job_of)  # as the RayJob reconciler adds it
     job = next(o for o in created if o["kind"] == "Job")
     jobs.upsert(job)
     pool = DashboardPool(lambda url: FakeDashboard(lambda: 0.0), budget_rps=10)
@@ -94,6 +95,43 @@ def test_a_job_complete_before_its_submitter_job_is_annotated(anchor: Anchor) ->
     # stay Progressing until it exits, so the annotation says Complete now.
     anchor.publish("Complete", "SUCCEEDED")
     assert _annotations(anchor.live())[ANN] == "Complete"
+
+
+def test_a_job_complete_whose_submitter_pod_succeeded_waits_for_the_job_controller(
+    anchor: Anchor,
+) -> None:
+    # The pod's end (its watch event) usually starts the pass that publishes Complete,
+    # a moment before the Job controller marks the Job: Healthy by itself then.
+    job = anchor.live()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "demo-x1",
+            "labels": {"job-name": "demo", "batch.kubernetes.io/job-name": "demo"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "demo",
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"containers": [{"name": "ray-job-submitter", "image": "x"}]},
+    }
+    anchor.kube.create(PODS, anchor.namespace, pod)
+    anchor.api.core.patch_namespaced_pod_status(
+        "demo-x1", anchor.namespace, {"status": {"phase": "Succeeded"}}
+    )
+    live = anchor.kube.get(PODS, anchor.namespace, "demo-x1")
+    assert live is not None
+    anchor.hands.pods.upsert(live)
+    anchor.publish("Complete", "SUCCEEDED")
+    assert _annotations(anchor.live()) == {}
+    anchor.publish("Failed", "FAILED")  # a pod that succeeded says nothing of a failure
+    assert _annotations(anchor.live())[ANN] == "Failed"
 
 
 def test_a_failure_under_a_job_that_succeeded_is_annotated(anchor: Anchor) -> None:

@@ -133,12 +133,17 @@ def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:
         token_file.write_text(plane.admin_token + "\n", encoding="utf-8")
         kube = KubeClient(ServiceAccount(plane.server, str(plane.ca), str(token_file)))
         per_job, intent_text = _objects(scale.jobs)
+        # Applied before the syncer starts: the submitter pods stay gated until it does,
+        # so every submitter's `sleep` starts after its end time is known.
+        applying = time.time()
+        for objects in per_job:
+            apply(kube, objects, bench.NAMESPACE)
+        say(f"{scale.jobs} RayJobs applied in {time.time() - applying:.1f} s")
         started = time.time()
         dashboards, where = bench._dashboards(scale.jobs, intent_text, started)
-        # When each job ends: after everything is applied and every job ran a while.
+        # When each job ends: after every job was seen Running and ran a while.
         rng = random.Random(scale.seed)
-        warm_s = 30.0 + scale.jobs * 0.1
-        t0 = time.time() + warm_s
+        t0 = time.time() + 20.0 + scale.jobs * 0.2
         for i in range(scale.jobs):
             ends[bench.job_name(i)] = t0 + scale.lead_s + rng.random() * scale.spread_s
         for name, end in ends.items():
@@ -152,10 +157,6 @@ def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:
         )
         syncer = Syncer(recording, options, dashboards=lambda url: dashboards[url])
         syncer.start()
-        applying = time.time()
-        for objects in per_job:
-            apply(kube, objects, bench.NAMESPACE)
-        say(f"{scale.jobs} RayJobs applied in {time.time() - applying:.1f} s")
         while time.time() < t0:
             time.sleep(0.5)
         states, _ = syncer.rayjob.snapshot()

@@ -51,6 +51,10 @@ class Options:
     settings: machine.Settings = field(default_factory=machine.Settings)
 
 
+class PollDeferred(Exception):  # noqa: N818 - not an error: a look put off
+    """A poll found the dashboard budget spoken for; the pass is put off by an interval."""
+
+
 def _intent_selects(cm: Manifest) -> Iterable[Hashable]:
     # An indexer runs on the informer's thread: it must never raise (H1).
     try:
@@ -123,13 +127,13 @@ class RayJobReconciler:
         *,
         since: float | None = None,
         poll: bool = False,
-    ) -> machine.Observation | None:
+    ) -> machine.Observation:
         """Collect the state machine's inputs from the caches (and the dashboard if needed).
 
         `since` (the dashboard pool's clock, normally the job's last watch event): a cached
         dashboard answer asked for before it is not used, so what the event signals (a
         submitter that ended) is matched with what Ray said after it. `poll`: a pass its
-        timer started; None when the dashboard budget had no token free for it.
+        timer started; `PollDeferred` when the dashboard budget had no token free for it.
         """
         ns = intent.namespace
         sidecar = intent.submitter_container if intent.mode == "SidecarMode" else None
@@ -157,7 +161,7 @@ class RayJobReconciler:
                 else self.dashboards.facts(url, since=since)
             )
             if facts is None:
-                return None
+                raise PollDeferred(intent.name)
             observation = machine.Observation(intent, record, pods, submitter, facts, now)
         return observation
 
@@ -190,9 +194,10 @@ class RayJobReconciler:
         # events started: in a burst of ending jobs each of those needs a fresh answer, and
         # a poll that would wait for a token is put off by a poll interval instead.
         poll = self.engine.queue.timed(key)
-        observation = self.observe(intent, record, since=self.engine.event_time(key), poll=poll)
         settings = self.settings()
-        if observation is None:
+        try:
+            observation = self.observe(intent, record, since=self.engine.event_time(key), poll=poll)
+        except PollDeferred:
             self.stats["polls_deferred"] += 1
             return settings.poll_interval_s
         decision = machine.decide(observation, settings)

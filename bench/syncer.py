@@ -2,7 +2,8 @@
 
 Not a timed test: `python -m bench syncer` runs 100 then 10,000 RayJobs (each on its own
 one-pod cluster, K8sJobMode; each scale in a fresh process), `python -m bench syncer
---jobs 100` one scale (`--spread`, `--lead`, `--budget`, `--verbose`). It prints, for the
+--jobs 100` one scale (`--spread`, `--lead`, `--budget`, `--verbose`; `--real`: on a real
+control plane, `bench.realcp`). It prints, for the
 syncer and for KubeRay's model run on the same end times:
 
 - the delay from a Ray job's end to the published Complete status (p50, p95, max);

@@ -2,7 +2,8 @@
 
 Not a timed test: `python -m bench syncer` runs 100 then 10,000 RayJobs (each on its own
 one-pod cluster, K8sJobMode; each scale in a fresh process), `python -m bench syncer
---jobs 100` one scale (`--spread`, `--lead`, `--budget`, `--verbose`). It prints, for the
+--jobs 100` one scale (`--spread`, `--lead`, `--budget`, `--verbose`; `--real`: on a real
+control plane, `bench.realcp`). It prints, for the
 syncer and for KubeRay's model run on the same end times:
 
 - the delay from a Ray job's end to the published Complete status (p50, p95, max);
@@ -94,7 +95,7 @@ from syncer.ray.types import RayFacts
 from syncer.rayjob import machine as rayjob
 from syncer.rayjob import views
 from syncer.rayjob.intent import parse_job_intent
-from syncer.status import ROLE_STATUS, STATUS_ANNOTATION_PREFIX, STATUS_KEY, SYNCER_MANAGER
+from syncer.status import ROLE_STATUS, STATUS_KEY, SYNCER_MANAGER
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 
 if TYPE_CHECKING:
@@ -345,8 +346,9 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
     managedFields, status); the others are its stored objects cloned under their own
     names and UIDs (`Store.put`), which is much faster and keeps the shape exact. Each job
     also gets the status ConfigMap the syncer publishes for a job seen Running at
-    `started` (and the status annotations on its Job), so a syncer that starts on them
-    has nothing to write until something changes.
+    `started` (its Job carries no status annotations: a running job's Job shows the
+    health they would give it), so a syncer that starts on them has nothing to write for
+    the RayJobs until something changes.
     """
     from tests.fakeapi.kinds import kind_for_resource  # server side only
 
@@ -397,8 +399,6 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
         field_manager="kube-controller-manager",
     )
     status = _status_configmap(cm, head, job, pod, started)
-    job["metadata"].setdefault("annotations", {}).update(_status_annotations(status))
-    job = store.put(job)
     texts = [json.dumps(obj) for obj in (cm, head, job, pod)]
     status_text = json.dumps(status)
     job_uid = str(job["metadata"]["uid"])
@@ -474,14 +474,6 @@ def _status_configmap(
             "jobDeploymentStatus": record.job_deployment_status,
             "jobStatus": record.job_status,
         },
-    }
-
-
-def _status_annotations(status: Manifest) -> dict[str, str]:
-    data = status["data"]
-    return {
-        f"{STATUS_ANNOTATION_PREFIX}job-deployment-status": data["jobDeploymentStatus"],
-        f"{STATUS_ANNOTATION_PREFIX}job-status": data["jobStatus"],
     }
 
 
@@ -765,8 +757,8 @@ class RecordingKube(ForwardingKube):
             return
         meta = body.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if labels.get(naming.ROLE) != "status":
-            return
+        if labels.get(naming.ROLE) != "status" or labels.get(naming.ORIGIN_KIND) != "RayJob":
+            return  # a Ray cluster's status map (the RayCluster reconciler's) has no job state
         state = (body.get("data") or {}).get("jobDeploymentStatus")
         name = str(labels.get(naming.ORIGIN_NAME))
         rank = _STATE_RANK.get(str(state), 0)
@@ -1344,12 +1336,20 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     parser.add_argument("--verbose", action="store_true", help="print progress every second")
     parser.add_argument("--plot", help="write a PNG of delay over time here (one scale)")
     parser.add_argument("--workers", type=int, default=8, help="the syncer's worker threads")
+    parser.add_argument(
+        "--real", action="store_true", help="on a real control plane (bench.realcp; one scale)"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.serve:
         serve(args.jobs[0], args.seed, args.started)
+        return []
+    if args.real:
+        from bench import realcp
+
+        realcp.main((args.jobs or [100])[0], args.lead, args.spread, args.budget)
         return []
     scales = args.jobs or list(SCALES)
     if len(scales) > 1:

@@ -57,7 +57,10 @@ def compact(value: Any) -> Any:
         items = list(value.items())
         value.clear()
         for key, item in items:
-            value[sys.intern(key) if isinstance(key, str) else key] = compact(item)
+            if key == "resourceVersion":
+                value["resourceVersion"] = item  # unique to one object: sharing saves nothing
+            else:
+                value[sys.intern(key) if isinstance(key, str) else key] = compact(item)
         return value
     if isinstance(value, list):
         value[:] = [compact(item) for item in value]
@@ -65,6 +68,22 @@ def compact(value: Any) -> Any:
     if isinstance(value, str) and len(value) <= _SHARED_MAX:
         return sys.intern(value)
     return value
+
+
+# An index maps a value to the one key that has it (most values: a job's cluster has one
+# head Pod, a Job one submitter pod) or to a set of keys: a one-key set costs 216 bytes,
+# five of them per job at ten thousand jobs ~10 MB.
+Bucket = Key | set[Key]
+
+
+def _bucket_add(index: dict[Hashable, Bucket], value: Hashable, key: Key) -> None:
+    bucket = index.get(value)
+    if bucket is None:
+        index[value] = key
+    elif isinstance(bucket, set):
+        bucket.add(key)
+    elif bucket != key:
+        index[value] = {bucket, key}
 
 
 class Informer:
@@ -103,7 +122,7 @@ class Informer:
         # Monotonic time of the last list, watch event or watch that ended normally.
         self.progress_at = time.monotonic()
         self._indexers: dict[str, Callable[[Manifest], Iterable[Hashable]]] = {}
-        self._indices: dict[str, dict[Hashable, set[Key]]] = {}
+        self._indices: dict[str, dict[Hashable, Bucket]] = {}
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -134,16 +153,16 @@ class Informer:
         """Keep an index `name`: value → keys of the objects `values(obj)` names."""
         with self._lock:
             self._indexers[name] = values
-            index: dict[Hashable, set[Key]] = {}
+            self._indices[name] = {}
             for key, obj in self._cache.items():
                 for value in values(obj):
-                    index.setdefault(value, set()).add(key)
-            self._indices[name] = index
+                    _bucket_add(self._indices[name], value, key)
 
     def by_index(self, name: str, value: Hashable) -> list[Manifest]:
         """The cached objects whose index `name` holds `value`."""
         with self._lock:
-            keys = self._indices[name].get(value, ())
+            bucket = self._indices[name].get(value)
+            keys = () if bucket is None else bucket if isinstance(bucket, set) else (bucket,)
             return [self._cache[k] for k in keys if k in self._cache]
 
     def _index_remove_locked(self, key: Key, obj: Manifest) -> None:
@@ -151,10 +170,12 @@ class Informer:
             index = self._indices[name]
             for value in values(obj):
                 bucket = index.get(value)
-                if bucket is not None:
+                if bucket == key:
+                    del index[value]
+                elif isinstance(bucket, set):
                     bucket.discard(key)
-                    if not bucket:
-                        del index[value]
+                    if len(bucket) == 1:
+                        index[value] = next(iter(bucket))
 
     def _index_add_locked(self, key: Key, obj: Manifest) -> None:
         for name, values in self._indexers.items():
@@ -165,7 +186,7 @@ class Informer:
                 _LOG.exception("indexer failed index=%s object=%s/%s", name, *key)
                 continue
             for value in found:
-                self._indices[name].setdefault(value, set()).add(key)
+                _bucket_add(self._indices[name], value, key)
 
     def _store_locked(self, key: Key, obj: Manifest | None) -> None:
         old = self._cache.get(key)

@@ -35,6 +35,7 @@ class WorkQueue(Generic[K]):
         self._due_keys: deque[K] = deque()
         self._queued: dict[K, bool] = {}  # queued key -> in the first FIFO
         self._active: set[K] = set()
+        self._timed: set[K] = set()  # active keys handed out because their timer came due
         self._again: dict[K, bool] = {}  # added while active -> by `add` (not a timer)
         self._timers: list[tuple[float, int, K]] = []
         self._due: dict[K, float] = {}
@@ -76,6 +77,8 @@ class WorkQueue(Generic[K]):
                 key = lane.popleft()
                 if self._queued.get(key) is urgent:
                     del self._queued[key]
+                    if not urgent:
+                        self._timed.add(key)
                     return key
         return None
 
@@ -139,6 +142,7 @@ class WorkQueue(Generic[K]):
         """Mark `key` processed; re-queue it if it was added meanwhile."""
         with self._cond:
             self._active.discard(key)
+            self._timed.discard(key)
             urgent = self._again.pop(key, None)
             if urgent is not None:
                 self._add_locked(key, urgent=urgent)
@@ -148,6 +152,11 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+    def timed(self, key: K) -> bool:
+        """Whether the active `key` was handed out for its timer (a poll), not an event."""
+        with self._cond:
+            return key in self._timed
 
     def ready(self) -> int:
         """How many keys are queued to be handed out now (not counting timers)."""

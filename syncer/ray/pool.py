@@ -56,6 +56,22 @@ class RateLimiter:
         self._grants: deque[float] = deque(maxlen=self._window)
         self._lock = threading.Lock()
 
+    def try_acquire(self) -> bool:
+        """Take a token only if one is there now; never waits.
+
+        False when the budget is spoken for, by requests granted or waiting for their turn.
+        """
+        with self._lock:
+            now = self._clock()
+            tokens = min(self._capacity, self._tokens + (now - self._stamp) * self._rate)
+            grants = self._grants
+            window_full = len(grants) >= self._window and now - grants[0] < self._window_s
+            if tokens < 1.0 or window_full:
+                return False
+            self._tokens, self._stamp = tokens - 1.0, now
+            grants.append(now)
+            return True
+
     def acquire(self) -> float:
         """Take one token, sleeping until there is one; returns the time waited."""
         with self._lock:
@@ -103,6 +119,7 @@ class DashboardPool:
         self._lock = threading.Lock()
         self._stores = 0
         self.requests: Counter[str] = Counter()
+        self.deferred = 0  # polls that found no token free and were put off
 
     def get(self, url: str) -> Dashboard:
         """The dashboard client for a URL (made on first use, dropped when long unused)."""
@@ -133,6 +150,9 @@ class DashboardPool:
     def call(self, name: str, url: str, fn: Callable[[Dashboard], Any]) -> Any:
         """Make one budgeted request."""
         self._limiter.acquire()
+        return self._call(name, url, fn)
+
+    def _call(self, name: str, url: str, fn: Callable[[Dashboard], Any]) -> Any:
         with self._lock:
             self.requests[name] += 1
         return fn(self.get(url))
@@ -148,6 +168,19 @@ class DashboardPool:
         only if it was asked for at or after that moment (so a watch event is never
         answered with what the dashboard said before it).
         """
+        facts = self._look(url, fresh=fresh, since=since, poll=False)
+        assert facts is not None  # only a poll is put off
+        return facts
+
+    def poll_facts(self, url: str, *, since: float | None = None) -> RayFacts | None:
+        """`facts` for a look no event asked for, which yields to those that did.
+
+        None, and no request, when the budget has no token free right now (a burst of
+        ended jobs is waiting for it).
+        """
+        return self._look(url, fresh=False, since=since, poll=True)
+
+    def _look(self, url: str, *, fresh: bool, since: float | None, poll: bool) -> RayFacts | None:
         now = self._clock()
         with self._lock:
             cached = self._facts.get(url)
@@ -158,9 +191,16 @@ class DashboardPool:
             and (since is None or cached[0] >= since)
         ):
             return cached[1]
+        if poll and not self._limiter.try_acquire():
+            with self._lock:
+                self.deferred += 1
+            return None
         asked = self._clock()
         try:
-            jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
+            if poll:
+                jobs = self._call("list_jobs", url, lambda d: d.list_jobs())
+            else:
+                jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
             facts = RayFacts(
                 reachable=True,
                 jobs={str(j.get("submission_id")): dict(j) for j in jobs if j.get("submission_id")},

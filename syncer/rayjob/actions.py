@@ -296,14 +296,57 @@ class Actions:
     ) -> None:
         """Mirror the job's two status words on its anchor (skipped when they are there).
 
-        Not on the intent ConfigMap: its status map beside it says the same.
+        Not on the intent ConfigMap: its status map beside it says the same. On a submitter
+        Job that carries none of them yet, only once they would change its health verdict
+        (`renderer/health/job.lua`): while the Job's own conditions say what the RayJob's
+        state says (running: Progressing; Complete with the Job complete, or its pod
+        succeeded, which the Job controller turns into Complete next: Healthy; Failed
+        with the Job failed: Degraded) the status ConfigMap is the record and the Job is
+        not written, which saves one write per job. Once written, they are kept exact.
         """
         if anchor is None or anchor.kind not in ("Job", "Pod"):
             return
         cache = self.jobs if anchor.kind == "Job" else self.pods
-        wanted = {
-            _ANN_DEPLOYMENT: str(job_status.get("jobDeploymentStatus", "")),
-            _ANN_JOB: str(job_status.get("jobStatus", "")),
-        }
+        deployment = str(job_status.get("jobDeploymentStatus", ""))
+        wanted = {_ANN_DEPLOYMENT: deployment, _ANN_JOB: str(job_status.get("jobStatus", ""))}
         obj = cache.get(intent.namespace, anchor.name)
+        if anchor.kind == "Job" and obj is not None:
+            own = views.job_health(obj)
+            if own == "Progressing" and self._submitter_succeeded(intent.namespace, anchor.name):
+                # The Job controller marks it Complete next (one completion): Healthy.
+                own = "Healthy"
+            if _verdict_unchanged(obj, deployment, own):
+                return
         status.annotate(self.kube, cache, JOBS if anchor.kind == "Job" else PODS, obj, wanted)
+
+    def _submitter_succeeded(self, ns: str, job_name: str) -> bool:
+        """Whether a pod of the submitter Job has succeeded (the Job not marked yet)."""
+        return any(
+            views.owner_job(p) == job_name and (p.get("status") or {}).get("phase") == "Succeeded"
+            for p in self.pods.by_index("jobname", (ns, job_name))
+        )
+
+
+# Argo CD's verdict of a rendered submitter Job by the state its annotation names
+# (`renderer/health/job.lua`); no annotation, "" and Initializing leave the Job's own.
+_VERDICTS: Final = {
+    machine.COMPLETE: "Healthy",
+    machine.FAILED: "Degraded",
+    machine.SUSPENDED: "Suspended",
+    machine.RUNNING: "Progressing",
+    machine.RETRYING: "Progressing",
+    machine.WAITING: "Progressing",
+}
+
+
+def _verdict_unchanged(job: Manifest, deployment: str, own: str) -> bool:
+    """Whether annotating a Job with `deployment` would leave its health (`own`) as it is.
+
+    Only for a Job without the status annotations: its own conditions give its verdict.
+    """
+    have = meta.metadata(job).get("annotations") or {}
+    if _ANN_DEPLOYMENT in have or _ANN_JOB in have:
+        return False  # mirrored once: kept exact
+    if deployment in (machine.NEW, machine.INITIALIZING):
+        return True
+    return _VERDICTS.get(deployment, "Unknown") == own

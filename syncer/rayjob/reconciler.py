@@ -51,6 +51,10 @@ class Options:
     settings: machine.Settings = field(default_factory=machine.Settings)
 
 
+class PollDeferred(Exception):  # noqa: N818 - not an error: a look put off
+    """A poll found the dashboard budget spoken for; the pass is put off by an interval."""
+
+
 def _intent_selects(cm: Manifest) -> Iterable[Hashable]:
     # An indexer runs on the informer's thread: it must never raise (H1).
     try:
@@ -117,13 +121,19 @@ class RayJobReconciler:
     # --- one RayJob ------------------------------------------------------------------------
 
     def observe(
-        self, intent: JobIntent, record: machine.Record | None, *, since: float | None = None
+        self,
+        intent: JobIntent,
+        record: machine.Record | None,
+        *,
+        since: float | None = None,
+        poll: bool = False,
     ) -> machine.Observation:
         """Collect the state machine's inputs from the caches (and the dashboard if needed).
 
         `since` (the dashboard pool's clock, normally the job's last watch event): a cached
         dashboard answer asked for before it is not used, so what the event signals (a
-        submitter that ended) is matched with what Ray said after it.
+        submitter that ended) is matched with what Ray said after it. `poll`: a pass its
+        timer started; `PollDeferred` when the dashboard budget had no token free for it.
         """
         ns = intent.namespace
         sidecar = intent.submitter_container if intent.mode == "SidecarMode" else None
@@ -144,7 +154,14 @@ class RayJobReconciler:
         observation = machine.Observation(intent, record, pods, submitter, None, now)
         ready = machine.cluster_counts(observation)[0]
         if machine.needs_dashboard(intent, record, ready) and intent.dashboard_url:
-            facts = self.dashboards.facts(intent.dashboard_url, since=since)
+            url = intent.dashboard_url
+            facts = (
+                self.dashboards.poll_facts(url, since=since)
+                if poll
+                else self.dashboards.facts(url, since=since)
+            )
+            if facts is None:
+                raise PollDeferred(intent.name)
             observation = machine.Observation(intent, record, pods, submitter, facts, now)
         return observation
 
@@ -173,8 +190,16 @@ class RayJobReconciler:
             if why is not None:
                 raise status.untrusted(ns, name, why)
         record = status.read_record(status_cm, machine.Record.from_json)
-        observation = self.observe(intent, record, since=self.engine.event_time(key))
+        # A poll (its timer came due, no event) yields the dashboard budget to passes that
+        # events started: in a burst of ending jobs each of those needs a fresh answer, and
+        # a poll that would wait for a token is put off by a poll interval instead.
+        poll = self.engine.queue.timed(key)
         settings = self.settings()
+        try:
+            observation = self.observe(intent, record, since=self.engine.event_time(key), poll=poll)
+        except PollDeferred:
+            self.stats["polls_deferred"] += 1
+            return settings.poll_interval_s
         decision = machine.decide(observation, settings)
         ttl_mode = self.options.ttl_mode
         # Ray and gate steps first: one that fails leaves the status as it was, and the pass

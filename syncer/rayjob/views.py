@@ -141,19 +141,48 @@ def _cluster_spec(spec: Manifest) -> Manifest:
 
 
 def project_job(job: Manifest) -> Manifest:
-    """A batch Job cut down to identity and its Complete/Failed conditions."""
+    """A batch Job cut down to identity, its conditions and whether it is suspended.
+
+    The Complete/Failed kinds are the machine's; Suspended and `spec.suspend` are what
+    Argo CD's built-in Job health reads besides (`job_health`).
+    """
     status = job.get("status") or {}
     conditions = [
         {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
         for c in status.get("conditions") or []
-        if c.get("type") in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet")
+        if c.get("type") in _JOB_CONDITIONS
     ]
-    return {
+    projected: Manifest = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _projected_meta(job, annotations=False),
         "status": {"conditions": conditions, "completionTime": status.get("completionTime")},
     }
+    if (job.get("spec") or {}).get("suspend") is True:
+        projected["spec"] = {"suspend": True}
+    return projected
+
+
+_JOB_CONDITIONS: Final = ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended")
+
+
+def job_health(job: Manifest) -> str:
+    """Argo CD's built-in health verdict of a (projected) Job.
+
+    As `renderer/health/job.lua` gives it to a Job without the syncer's annotations.
+    """
+    true = {
+        c.get("type")
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+    if "Failed" in true:
+        return "Degraded"
+    if "Complete" in true:
+        return "Healthy"
+    if "Suspended" in true or (job.get("spec") or {}).get("suspend") is True:
+        return "Suspended"
+    return "Progressing"
 
 
 def _time(text: Any) -> float | None:

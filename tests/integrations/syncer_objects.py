@@ -20,6 +20,7 @@ from renderer import naming
 from syncer.cli import Options, Syncer
 from syncer.kube.client import CONFIGMAPS, HTTPROUTES, JOBS, KubeClient
 from syncer.raycluster.reconciler import Options as ClusterOptions
+from syncer.rayjob import views
 from syncer.rayjob.machine import Settings
 from syncer.rayservice import record as rs
 from tests.fakeapi.controllers import Controllers
@@ -51,6 +52,12 @@ def _jds(cm: Manifest | None) -> str:
 def _ann(obj: Manifest | None) -> str:
     annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
     return str(annotations.get("status.kuberay.io/job-deployment-status", "<none>"))
+
+
+def rendered_submitter() -> Manifest:
+    """The submitter Job `kuberay render` makes for RayJob `demo` (K8sJobMode)."""
+    objects = render(job_loop.demo_job(mode="K8sJobMode", backoff=0), "ns")
+    return next(o for o in objects if o["kind"] == "Job")
 
 
 def run_rayjob(
@@ -103,8 +110,19 @@ def run_rayjob(
             _submit_like_the_submitter(rig, first, submitter_exit, look)
         final = "Failed" if outcomes[-1] == "FAILED" else "Complete"
         wait_until(lambda: look() == final, what=final, interval=0.02)
-        wait_until(lambda: _ann(kube.get(JOBS, ns, "demo")) in (final, "<none>"), what="annotated")
+        verdict = {"Complete": "Healthy", "Failed": "Degraded"}[final]
+
+        def shown(job: Manifest | None) -> bool:
+            # Annotated, or (left alone) its own conditions already give the verdict.
+            own = job is not None and views.job_health(job) == verdict
+            return _ann(job) == final or (_ann(job) == "<none>" and own)
+
+        wait_until(lambda: shown(kube.get(JOBS, ns, "demo")), what="the Job's final verdict")
         look()
+        # The Job as it stays: annotated only when its own conditions would not say `final`.
+        final_job = kube.get(JOBS, ns, "demo")
+        assert final_job is not None
+        jobs.states["final"] = copy.deepcopy(final_job)
     finally:
         syncer.stop()
         controllers.stop()

@@ -23,6 +23,7 @@ import pytest
 from lupa import lua51
 
 from renderer import gitops, health
+from syncer.rayjob import views
 from tests.fakeapi.fixtures import KubeApi
 from tests.integrations import syncer_objects
 from tests.validation import validate_object
@@ -114,9 +115,11 @@ def test_a_rayjob_that_succeeds_is_progressing_then_healthy(succeeded: Any) -> N
     gated = job(jobs.states["created"])
     assert gated["status"] == "Progressing"
     assert "gated" in gated["message"]
-    assert job(jobs.states["Complete"])["status"] == "Healthy"
+    # Running and Complete under a Job that ran and completed: the syncer leaves the Job's
+    # own verdicts (it annotates only what they would get wrong), which say the same.
+    assert job(jobs.states["final"])["status"] == "Healthy"
     for state, obj in jobs.states.items():
-        if state not in ("Complete", "Failed"):
+        if state not in ("Complete", "Failed", "final"):
             assert job(obj)["status"] == "Progressing", state
 
 
@@ -128,7 +131,12 @@ def test_a_rayjob_that_fails_is_degraded_and_fails_the_flux_health_check(failed:
         "message": "RayJob demo: Failed (Ray job FAILED)",
     }
     assert flux_status(cm) == "Failed"
-    assert job(jobs.states["Failed"])["status"] == "Degraded"
+    # The submitter exited 0 (its Job is Complete, Healthy on its own): the annotation
+    # is what makes it Degraded.
+    assert job(jobs.states["final"]) == {
+        "status": "Degraded",
+        "message": "RayJob demo: Failed (Ray job FAILED)",
+    }
 
 
 def test_a_retried_submitter_is_progressing_although_its_job_failed(failed: Any) -> None:
@@ -244,6 +252,25 @@ def test_other_jobs_get_the_built_in_verdicts() -> None:
         "message": "boom",
     }
     assert job(plain(suspend=True))["status"] == "Suspended"
+
+
+def test_the_syncer_reads_a_submitter_jobs_own_verdict_as_the_lua_script_gives_it() -> None:
+    """`views.job_health` decides when the syncer may leave a submitter Job unannotated;
+    it must give, for every mix of conditions, the verdict job.lua gives that Job."""
+    submitter = copy.deepcopy(syncer_objects.rendered_submitter())
+    kinds = ("Complete", "Failed", "Suspended", "SuccessCriteriaMet", "FailureTarget")
+    for mask in range(2 ** len(kinds) * 2):
+        obj = copy.deepcopy(submitter)
+        obj["spec"]["suspend"] = bool(mask & 1)
+        obj["status"] = {
+            "conditions": [
+                {"type": kind, "status": "True" if mask >> (i + 1) & 1 else "False"}
+                for i, kind in enumerate(kinds)
+            ]
+        }
+        expected = job(obj)["status"]
+        assert views.job_health(obj) == expected, obj["status"]
+        assert views.job_health(views.cached_job(obj)) == expected, obj["status"]
 
 
 def test_other_routes_get_the_built_in_verdicts() -> None:

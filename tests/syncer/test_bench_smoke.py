@@ -9,6 +9,7 @@ dashboard answer, and a write's own echo triggers no pass.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -237,3 +238,35 @@ def test_the_delay_plot_is_a_valid_png(tmp_path: Path) -> None:
     rows = zlib.decompress(data[idat + 4 : idat + 4 + length])
     assert len(rows) == height * (1 + 3 * width)
     assert bytes((220, 40, 40)) in rows  # the points are drawn
+
+
+def test_the_queue_tells_a_poll_from_an_event() -> None:
+    clock = ManualClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    queue.add_after("polled", 1.0)
+    queue.add("evented")
+    queue.add_after("batched", 1.0, urgent=True)
+    clock.advance(2.0)
+    handed = [queue.get(0) for _ in range(3)]
+    assert handed == ["evented", "batched", "polled"]
+    assert [queue.timed(k) for k in ("evented", "batched", "polled")] == [False, False, True]
+    queue.done("polled")
+    assert not queue.timed("polled")
+
+
+def test_a_cached_status_map_keeps_its_record_packed_and_readable() -> None:
+    from syncer import status
+
+    record = {"status": {"jobDeploymentStatus": "Running", "message": "x" * 400}}
+    text = json.dumps(record, sort_keys=True)
+    cm = {
+        "metadata": {"name": "a-kuberay-status", "namespace": "ns", "resourceVersion": "7"},
+        "data": {status.STATUS_KEY: text, "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+    }
+    slim = status.slim_status(cm)
+    assert isinstance(slim["data"][status.STATUS_KEY], bytes)
+    assert len(slim["data"][status.STATUS_KEY]) < len(text)
+    assert slim["data"]["jobDeploymentStatus"] == "Running"  # read by the healing
+    assert "jobStatus" not in slim["data"]  # written each time, never read back
+    assert status.read_record(slim, dict) == record
+    assert status.read_record(status.slim_status(slim), dict) == record  # projected again

@@ -90,3 +90,32 @@ def test_the_pool_never_keeps_more_clients_than_its_cap(monkeypatch: pytest.Monk
     assert pool.clients() == 10
     recent = pool.get("http://forged-24:8265")
     assert pool.get("http://forged-24:8265") is recent
+
+
+def test_a_poll_takes_a_token_only_when_one_is_free_now() -> None:
+    clock = ManualClock(0.0)
+    limiter = _limiter(10.0, clock, burst_s=0.5)  # five tokens saved up
+    assert [limiter.try_acquire() for _ in range(6)] == [True] * 5 + [False]
+    assert clock() == 0.0  # it never waited
+    limiter.acquire()  # a request an event started reserves the next token and waits
+    assert not limiter.try_acquire()
+    clock.advance(0.1)  # refilled one token
+    assert limiter.try_acquire()
+    # And polls count in the 1-s window: at most the rate in any second.
+    granted = 0
+    for _ in range(100):
+        clock.advance(0.01)
+        granted += limiter.try_acquire()
+    assert granted <= 10
+
+
+def test_a_deferred_poll_makes_no_request_and_an_event_pass_still_does() -> None:
+    clock = ManualClock(0.0)
+    dashboard = FakeDashboard(clock)
+    pool = DashboardPool(lambda url: dashboard, budget_rps=2.0, max_age_s=0.0, clock=clock)
+    pool._limiter = _limiter(2.0, clock, burst_s=pool_module.BUDGET_BURST_S)
+    assert pool.poll_facts("http://a") is not None  # the one token there
+    assert pool.poll_facts("http://b") is None
+    assert (pool.requests["list_jobs"], pool.deferred) == (1, 1)
+    assert pool.facts("http://b") is not None  # an event's pass waits for its token
+    assert pool.requests["list_jobs"] == 2

@@ -23,7 +23,7 @@ from tests.autoscaler import rig
 from tests.realapi.conftest import Real
 from tests.realapi.gitops import apply_all, syncer_manifests
 from tests.realapi.rest import Manifest, Rest, RestError
-from tests.realapi.test_syncer_real import token_for
+from tests.realapi.rig import token_for
 
 DRY = {"dryRun": "All"}
 

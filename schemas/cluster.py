@@ -6,7 +6,8 @@ but no spec (it never reads git). So the renderer writes, on every head Pod it r
 `ANN_CLUSTER_SHAPE` holding canonical JSON of `ClusterShape`: the worker groups' counts
 and the desired resources KubeRay sums from the templates (raycluster.md §7.1). The
 annotation is not part of the head Pod's template hash, so scaling a group changes it in
-place. It also names the Redis cleanup anchor (raycluster.md §4.5). Depends on nothing but
+place. A suspended RayCluster renders no Pod, so its head Service carries the annotation.
+It also names the Redis cleanup anchor (raycluster.md §4.5). Depends on nothing but
 `typing`; a change an older syncer would misread bumps `SHAPE_VERSION`.
 """
 

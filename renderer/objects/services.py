@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from renderer import naming
 from renderer.manifest import Manifest, clone
 from renderer.model.raycluster import RayCluster
+from renderer.objects import shape
 from renderer.options import RenderOptions
 from schemas.intent import RAYJOB
 
@@ -46,7 +47,18 @@ def _service(name: str, cluster: RayCluster, labels: dict[str, str]) -> Manifest
 
 
 def build_head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
-    """The head Service: KubeRay's default (§3.2) or the user's `headService` (§3.3)."""
+    """The head Service: KubeRay's default (§3.2) or the user's `headService` (§3.3).
+
+    A suspended cluster has no head Pod to carry its cluster-shape annotation (which the
+    syncer's RayCluster status reads), so its head Service carries it.
+    """
+    service = _head_service(cluster, options)
+    if cluster.spec.get("suspend") is True:
+        shape.annotate(cluster, service)
+    return service
+
+
+def _head_service(cluster: RayCluster, options: RenderOptions) -> Manifest:
     head = cluster.head
     selector = head_selector(cluster)
     ports = cluster.service_ports

@@ -106,7 +106,10 @@ def cluster_shape(cluster: RayCluster) -> ClusterShape:
     }
 
 
-def annotate(cluster: RayCluster, head_pod: Manifest) -> None:
-    """Write the annotation on a built head Pod (after its template hash is taken)."""
-    annotations = head_pod["metadata"].setdefault("annotations", {})
+def annotate(cluster: RayCluster, head: Manifest) -> None:
+    """Write the annotation on a built head Pod (after its template hash is taken).
+
+    Also on the head Service of a suspended cluster, which has no head Pod.
+    """
+    annotations = head["metadata"].setdefault("annotations", {})
     annotations[ANN_CLUSTER_SHAPE] = naming.canonical_json(cluster_shape(cluster))

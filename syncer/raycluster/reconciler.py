@@ -31,7 +31,7 @@ from syncer import metrics, status
 from syncer.engine import Engine, Key
 from syncer.kube import meta
 from syncer.kube.cache import Cache
-from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Manifest
+from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Kube, Manifest
 from syncer.kube.timestamps import format_time
 from syncer.raycluster import anchor, cleanup, views
 from syncer.raycluster import record as cluster_record
@@ -135,14 +135,11 @@ class RayClusterReconciler:
             self.engine.enqueue(KIND, namespace, cluster)
 
     def keys(self) -> Iterable[tuple[str, str]]:
-        """Every cluster with a cached head Pod or anchor (start, leadership, resync)."""
-        found = {
-            (meta.namespace(p), meta.label(p, naming.RAY_CLUSTER))
-            for p in self.pods.items()
-            if meta.label(p, naming.RAY_NODE_TYPE) == "head" and meta.label(p, naming.RAY_CLUSTER)
-        }
-        found.update(key for cm in self.anchors.items() for key in cleanup.anchor_of(cm))
-        return sorted(found)
+        """Every cluster with a head Pod, an anchor or a shape on its head Service (cached).
+
+        Queued on start, on leadership and on resync.
+        """
+        return _cluster_keys(self.pods, self.services, self.anchors)
 
     # --- one cluster ---------------------------------------------------------------------
 
@@ -158,7 +155,7 @@ class RayClusterReconciler:
         pruned = self.cleanup.pending(ns, cluster)
         cleaning = None
         if pruned is not None:
-            in_git = anchor.owner(self._head_service(ns, cluster), None) is not None
+            in_git = anchor.owner(_head_service(self.services, ns, cluster), None) is not None
             cleaning = self.cleanup.step(pruned, cluster, len(heads), in_git=in_git)
         if not heads:
             if pruned is None:
@@ -176,7 +173,7 @@ class RayClusterReconciler:
         except views.ShapeError as exc:
             self.report.refuse(head, "ClusterShapeRefused", str(exc))
             return None
-        service = self._head_service(ns, cluster)
+        service = _head_service(self.services, ns, cluster)
         current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
         why = self._distrust(current, cluster, service, head)
         if why is None and current is not None:
@@ -224,8 +221,10 @@ class RayClusterReconciler:
         no head name. Events go on the head Service.
         """
         _, ns, cluster = key
-        service = self._head_service(ns, cluster)
+        service = _head_service(self.services, ns, cluster)
         current = self.engine.statuses.get(ns, naming.status_configmap_name(cluster))
+        if service is not None and views.has_shape(service):
+            return self._suspended(key, service, members, current)
         stored = status.read_record(current, _document)
         if (
             service is None
@@ -239,13 +238,26 @@ class RayClusterReconciler:
         shape = views.shape_of_record(stored)
         return self._pass(key, service, service, shape, members, current, None)
 
-    def _head_service(self, ns: str, cluster: str) -> Manifest | None:
-        services = [
-            s
-            for s in self.services.by_index(_SERVICES_INDEX, (ns, cluster))
-            if meta.namespace(s) == ns and meta.is_rendered(s)
-        ]
-        return views.head_service(services, cluster)
+    def _suspended(
+        self,
+        key: Key,
+        service: Manifest,
+        members: Sequence[Manifest],
+        current: Manifest | None,
+    ) -> float | None:
+        """A cluster suspended in git (its head Service has the shape): KubeRay's state."""
+        _, ns, cluster = key
+        try:
+            shape = views.shape(service, cluster)
+        except views.ShapeError as exc:
+            self.report.refuse(service, "ClusterShapeRefused", str(exc))
+            return None
+        if anchor.owner(service, None) is None:
+            return None  # the Service is going: nothing outlives it to own a status
+        why = self._distrust(current, cluster, service, None)
+        if why is not None:
+            raise status.untrusted(ns, cluster, why)
+        return self._pass(key, service, service, shape, members, current, None)
 
     def _distrust(
         self,
@@ -284,6 +296,10 @@ class RayClusterReconciler:
             computed = cluster_status.compute(
                 previous.status, shape.spec, [views.pod_view(p) for p in members], now, error
             )
+            if shape.spec.suspend is True and not members:
+                # KubeRay's next reconcile (its requeue): Suspending with no pod left is
+                # Suspended; no event would bring that pass here.
+                computed = cluster_status.compute(computed, shape.spec, [], now, error)
         except cluster_status.StatusError as exc:
             _LOG.info("cluster %s/%s status not computed: %s", ns, cluster, exc)
             return None
@@ -344,27 +360,59 @@ class RayClusterReconciler:
             self._written[key] = self.engine.monotonic()
         self.stats["status_writes"] += 1
         metrics.CLUSTER_STATUS_WRITES.labels("written").inc()
-        s = new.status
-        live = self.pods.get(ns, meta.name(head))
-        if live is None or meta.metadata(live).get("uid") != meta.metadata(head).get("uid"):
-            return  # this pass deleted the head: nothing to annotate
-        status.annotate(
-            self.engine.kube,
-            self.pods,
-            PODS,
-            live,
-            {
-                _ANN_STATE: s.state or "provisioning",
-                _ANN_WORKERS: f"{s.available_worker_replicas}/{s.desired_worker_replicas}",
-            },
-            guarded=True,
-        )
+        _annotate_head(self.engine.kube, self.pods, ns, head, new.status)
 
     def _forget(self, key: Key) -> None:
         with self._lock:
             self._written.pop(key, None)
         self.report.forget(key)
         self.engine.forget(key)
+
+
+def _head_service(services: Cache, ns: str, cluster: str) -> Manifest | None:
+    found = [
+        s
+        for s in services.by_index(_SERVICES_INDEX, (ns, cluster))
+        if meta.namespace(s) == ns and meta.is_rendered(s)
+    ]
+    return views.head_service(found, cluster)
+
+
+def _cluster_keys(pods: Cache, services: Cache, anchors: Cache) -> list[tuple[str, str]]:
+    """(namespace, cluster) of each cached head Pod, Redis anchor and shaped head Service."""
+    found = {
+        (meta.namespace(p), meta.label(p, naming.RAY_CLUSTER))
+        for p in pods.items()
+        if meta.label(p, naming.RAY_NODE_TYPE) == "head" and meta.label(p, naming.RAY_CLUSTER)
+    }
+    found.update(
+        key
+        for svc in services.items()
+        if meta.is_rendered(svc) and views.has_shape(svc)
+        for key in views.head_service_of(svc)
+    )
+    found.update(key for cm in anchors.items() for key in cleanup.anchor_of(cm))
+    return sorted(found)
+
+
+def _annotate_head(
+    kube: Kube, pods: Cache, ns: str, head: Manifest, s: cluster_status.ClusterStatus
+) -> None:
+    """Mirror the state and worker counts on the live head Pod (not one this pass deleted)."""
+    live = pods.get(ns, meta.name(head))
+    if live is None or meta.metadata(live).get("uid") != meta.metadata(head).get("uid"):
+        return
+    status.annotate(
+        kube,
+        pods,
+        PODS,
+        live,
+        {
+            _ANN_STATE: s.state or "provisioning",
+            _ANN_WORKERS: f"{s.available_worker_replicas}/{s.desired_worker_replicas}",
+        },
+        guarded=True,
+    )
 
 
 _ANCHOR_META: Final = (

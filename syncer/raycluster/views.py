@@ -54,12 +54,21 @@ def _quantity(value: Any, path: str) -> str:
     return value
 
 
+def has_shape(obj: Manifest) -> bool:
+    """Whether a (cached) head Pod or Service carries a cluster-shape annotation."""
+    return bool((meta.metadata(obj).get("annotations") or {}).get(contract.ANN_CLUSTER_SHAPE))
+
+
 def shape(pod: Manifest, cluster: str) -> Shape:
-    """The shape a head Pod carries for `cluster`; ShapeError when absent or malformed."""
+    """The shape a head Pod (or a suspended cluster's head Service) carries for `cluster`.
+
+    Raises ShapeError when it is absent or malformed.
+    """
     text = (meta.metadata(pod).get("annotations") or {}).get(contract.ANN_CLUSTER_SHAPE)
     if not isinstance(text, str) or not text:
         raise ShapeError(
-            f"head Pod {meta.name(pod)} has no (or an oversized) {contract.ANN_CLUSTER_SHAPE}"
+            f"head {pod.get('kind') or 'Pod'} {meta.name(pod)} has no (or an oversized) "
+            f"{contract.ANN_CLUSTER_SHAPE}"
         )
     try:
         data = json.loads(text)
@@ -152,6 +161,10 @@ def cached_service(svc: Manifest) -> Manifest:
     kept = {k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "labels")}
     if metadata.get("deletionTimestamp"):
         kept["deletionTimestamp"] = metadata["deletionTimestamp"]
+    # A suspended cluster's shape is on its head Service (it has no head Pod); bounded.
+    text = (metadata.get("annotations") or {}).get(contract.ANN_CLUSTER_SHAPE)
+    if isinstance(text, str) and len(text) <= contract.MAX_SHAPE_BYTES:
+        kept["annotations"] = {contract.ANN_CLUSTER_SHAPE: text}
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -427,3 +427,55 @@ def test_hostile_pods_and_configmaps_make_it_write_nowhere_else(
         assert all(i.alive and i.crashes == 0 for i in rig.syncer.engine.informers())
     finally:
         both.stop()
+
+
+def _conditions(status: Manifest) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in status.get("conditions") or []}
+
+
+def test_a_cluster_suspended_in_git_publishes_kuberays_suspended_status(rig: Rig) -> None:
+    apply(rig.kube, rig.objects, rig.namespace)
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    wait_until(lambda: ready(rig), what="state ready")
+    # The user commits `suspend: true`: git now holds the head Service (carrying the
+    # cluster's shape, as no head Pod is left to) and no Pod; the GitOps tool prunes them.
+    suspended = render(
+        CLUSTER.replace("spec:\n  rayVersion", "spec:\n  suspend: true\n  rayVersion"),
+        rig.namespace,
+    )
+    assert [o["kind"] for o in suspended] == ["Service"]
+    annotations = suspended[0]["metadata"]["annotations"]
+    rig.kube.patch(
+        SERVICES, rig.namespace, f"{NAME}-head-svc", {"metadata": {"annotations": annotations}}
+    )
+    for pod in [*rig.pods("head"), *rig.pods("worker")]:
+        rig.kube.delete(PODS, rig.namespace, pod["metadata"]["name"])
+
+    def is_suspended() -> Manifest | None:
+        status = rig.status()
+        return status if status.get("state") == "suspended" else None
+
+    status = wait_until(is_suspended, what="state suspended")
+    conditions = _conditions(status)
+    assert conditions["RayClusterSuspended"] == "True"
+    assert conditions["HeadPodReady"] == "False"
+    assert status.get("desiredWorkerReplicas", 0) == 0  # KubeRay: 0 when suspended (omitempty)
+    assert "podName" not in status.get("head", {})
+    assert set(status["stateTransitionTimes"]) == {"ready", "suspended"}
+
+
+def test_a_cluster_suspended_before_the_syncer_saw_it_gets_a_status_too(rig: Rig) -> None:
+    text = CLUSTER.replace("spec:\n  rayVersion", "spec:\n  suspend: true\n  rayVersion")
+    objects = render(text, rig.namespace)
+    apply(rig.kube, objects, rig.namespace)
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    status = wait_until(
+        lambda: (s := rig.status()).get("state") == "suspended" and s, what="state suspended"
+    )
+    assert _conditions(status)["RayClusterSuspended"] == "True"
+    cm = rig.status_cm()
+    service = rig.kube.get(SERVICES, rig.namespace, f"{NAME}-head-svc")
+    assert cm is not None and service is not None
+    assert [o["uid"] for o in cm["metadata"]["ownerReferences"]] == [service["metadata"]["uid"]]

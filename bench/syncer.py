@@ -17,6 +17,11 @@ syncer and for KubeRay's model run on the same end times:
 - issue 13's targets met or missed, one `syncer-summary key=value ...` line a script can
   split, and with `--plot FILE` a PNG of each job's delay over its end time.
 
+The syncer's API writes go through the daemon's write limiter (`api_write_qps`, default
+200/s with a burst of 400; `--api-write-qps 0` for none), as the daemon runs them: a burst
+of more ends than that limit allows waits for it here too. The KubeRay models have no
+client limit, which makes them optimistic.
+
 Profiles of the window, by file paths in the environment: `KUBERAY_BENCH_PROFILE_SERVER`
 (cProfile of the fake server's event loop), `KUBERAY_BENCH_SAMPLE_SERVER` and
 `KUBERAY_BENCH_SAMPLE_SYNCER` (stack samples of every thread, `bench.sampler`).
@@ -88,9 +93,12 @@ from bench import png, sampler
 from bench.sampler import Sampler
 from renderer import naming
 from syncer.cli import Options, Syncer
-from syncer.kube.client import MERGE_PATCH, KubeClient, Resource
+from syncer.config import Config
+from syncer.kube.client import MERGE_PATCH, Kube, KubeClient, Resource
 from syncer.kube.forwarding import ForwardingKube
 from syncer.kube.incluster import ServiceAccount
+from syncer.kube.leader import AlwaysLeader, GuardedKube
+from syncer.kube.ratelimit import TokenBucket
 from syncer.ray.types import RayFacts
 from syncer.rayjob import machine as rayjob
 from syncer.rayjob import views
@@ -149,6 +157,9 @@ class Scale:
     budget_rps: float = 200.0
     workers: int = 8
     seed: int = 1
+    # The daemon's API write limiter (`api_write_qps`/`api_write_burst`); 0: none.
+    write_qps: float = 0.0
+    write_burst: int = 0
 
     @classmethod
     def default(cls, jobs: int, budget_rps: float = 200.0) -> Scale:
@@ -857,7 +868,11 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         options = Options(
             namespaces=(NAMESPACE,), dashboard_budget_rps=scale.budget_rps, workers=scale.workers
         )
-        syncer = Syncer(kube, options, dashboards=lambda url: dashboards[url])
+        engine_kube: Kube = kube
+        if scale.write_qps > 0:  # as the daemon runs it: every write takes from one bucket
+            bucket = TokenBucket(scale.write_qps, max(scale.write_burst, 1))
+            engine_kube = GuardedKube(kube, AlwaysLeader(), bucket=bucket)
+        syncer = Syncer(engine_kube, options, dashboards=lambda url: dashboards[url])
         grants = _time_dashboard_requests(syncer)
         restart = _warm_up(syncer, scale, kube)
         warmup_s = restart.warmup_s
@@ -1278,6 +1293,7 @@ def summary(run: Run) -> str:
         "jobs": run.scale.jobs,
         "spread_s": run.scale.spread_s,
         "budget_rps": run.scale.budget_rps,
+        "write_qps": run.scale.write_qps,
         "load_before": run.load[0],
         "load_after": run.load[1],
         "p50_s": ours.percentile(0.5),
@@ -1337,6 +1353,12 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     parser.add_argument("--plot", help="write a PNG of delay over time here (one scale)")
     parser.add_argument("--workers", type=int, default=8, help="the syncer's worker threads")
     parser.add_argument(
+        "--api-write-qps",
+        type=float,
+        default=Config().api_write_qps,
+        help="the daemon's API write limit, with burst twice that (0: no limit)",
+    )
+    parser.add_argument(
         "--real", action="store_true", help="on a real control plane (bench.realcp; one scale)"
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -1377,7 +1399,12 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
             scale = replace(scale, lead_s=args.lead)
         if args.spread is not None:
             scale = replace(scale, spread_s=args.spread)
-        scale = replace(scale, workers=args.workers)
+        scale = replace(
+            scale,
+            workers=args.workers,
+            write_qps=args.api_write_qps,
+            write_burst=int(args.api_write_qps * 2),
+        )
         run = run_syncer(scale, verbose=args.verbose)
         for line in report(run):
             print(f"syncer: {line}", flush=True)

@@ -137,6 +137,10 @@ def test_an_older_map_owned_by_the_head_moves_to_the_service_before_recovery_del
             lambda: rig.kube.get(PODS, rig.namespace, head["metadata"]["name"]) is None,
             what="the dead head deleted",
         )
+        # The counter moves after the delete's reply: the pod can be seen gone first.
+        wait_until(
+            lambda: rig.syncer.raycluster.healer.stats["deleted"] >= 1, what="the delete counted"
+        )
         assert rig.syncer.raycluster.healer.stats["deleted"] == 1
         status = wait_until(
             lambda: (

@@ -243,6 +243,10 @@ def test_a_failed_worker_is_deleted_once_per_backoff_and_self_heal_restores_it(
     wait_until(
         lambda: rig.kube.get(PODS, rig.namespace, worker) is None, what="the failed pod deleted"
     )
+    # The counter moves after the delete's reply: the pod can be seen gone first.
+    wait_until(
+        lambda: rig.syncer.raycluster.healer.stats["deleted"] >= 1, what="the delete counted"
+    )
     assert rig.syncer.raycluster.healer.stats["deleted"] == 1
     # The Event is written after the delete: wait for it rather than race it.
     event = wait_until(lambda: rig.events("DeletedWorkerPod"), what="the Event")[0]

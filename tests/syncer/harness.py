@@ -6,8 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from click.testing import CliRunner
+
 from renderer import compile as compiler
 from renderer import sources
+from renderer.cli import main
 from renderer.options import RenderOptions
 from syncer.kube.client import (
     CONFIGMAPS,
@@ -55,3 +58,24 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
         time.sleep(interval)
+
+
+def self_heal(kube: Kube, objects: list[Manifest], namespace: str) -> list[str]:
+    """The GitOps tool's self-heal: create every rendered Pod that is absent; their names."""
+    made = []
+    for obj in objects:
+        name = str(obj["metadata"]["name"])
+        if obj["kind"] == "Pod" and kube.get(PODS, namespace, name) is None:
+            apply(kube, [obj], namespace)
+            made.append(name)
+    return made
+
+
+def cluster_row(namespace: str, kubeconfig: str, cluster: str) -> list[str]:
+    """`kuberay status -n <ns>`: the cluster table's row for `cluster`, split on spaces."""
+    result = CliRunner().invoke(main, ["status", "-n", namespace, "--kubeconfig", kubeconfig])
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines()]
+    found = [r for r in rows if len(r) > 1 and r[1] == cluster]
+    assert len(found) == 1, result.stdout
+    return found[0]

@@ -20,10 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from renderer import naming
-from renderer.cli import main
 from syncer.cli import Options, Syncer
 from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
 from syncer.ray.dashboard import HttpDashboard
@@ -34,7 +32,7 @@ from tests.e2e.rayhead import RayHead
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.manifests import rayjob
-from tests.syncer.harness import apply, render, wait_until
+from tests.syncer.harness import apply, cluster_row, render, self_heal, wait_until
 
 Manifest = dict[str, Any]
 pytestmark = pytest.mark.e2e
@@ -68,26 +66,11 @@ class Rig:
         return {c["type"]: c for c in self.document(cluster).get("conditions", [])}
 
     def self_heal(self) -> list[str]:
-        made = []
-        for obj in self.objects:
-            if (
-                obj["kind"] == "Pod"
-                and self.kube.get(PODS, self.namespace, obj["metadata"]["name"]) is None
-            ):
-                apply(self.kube, [obj], self.namespace)
-                made.append(str(obj["metadata"]["name"]))
-        return made
+        return self_heal(self.kube, self.objects, self.namespace)
 
     def row(self, cluster: str) -> list[str]:
         """`kuberay status`'s cluster row: namespace, name, desired, available, ..., status."""
-        result = CliRunner().invoke(
-            main, ["status", "-n", self.namespace, "--kubeconfig", str(self.api.kubeconfig)]
-        )
-        assert result.exit_code == 0, result.output
-        rows = [line.split() for line in result.stdout.splitlines()]
-        found = [r for r in rows if len(r) > 1 and r[1] == cluster]
-        assert len(found) == 1, result.stdout
-        return found[0]
+        return cluster_row(self.namespace, str(self.api.kubeconfig), cluster)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from syncer.raycluster.healing import Backoff
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.syncer.fakedashboard import FakeDashboard
-from tests.syncer.harness import apply, render, wait_until
+from tests.syncer.harness import apply, render, self_heal, wait_until
 
 Manifest = dict[str, Any]
 
@@ -94,14 +94,7 @@ class Rig:
 
     def self_heal(self) -> int:
         """The GitOps tool's self-heal: create every rendered Pod that is missing."""
-        made = 0
-        for obj in self.objects:
-            if obj["kind"] != "Pod":
-                continue
-            if self.kube.get(PODS, self.namespace, obj["metadata"]["name"]) is None:
-                apply(self.kube, [obj], self.namespace)
-                made += 1
-        return made
+        return len(self_heal(self.kube, self.objects, self.namespace))
 
 
 def make_rig(kube_api: KubeApi, *, options: raycluster.Options, text: str = CLUSTER) -> Rig:

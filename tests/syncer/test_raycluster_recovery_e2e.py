@@ -16,10 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from renderer import naming
-from renderer.cli import main
 from syncer.cli import Options, Syncer
 from syncer.kube.client import CONFIGMAPS, EVENTS, PODS, KubeClient
 from syncer.raycluster import reconciler as raycluster
@@ -29,7 +27,7 @@ from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.manifests import rayjob
 from tests.syncer.fakedashboard import FakeDashboard, JobPlan, ManualClock
-from tests.syncer.harness import apply, render, wait_until
+from tests.syncer.harness import apply, cluster_row, render, self_heal, wait_until
 
 Manifest = dict[str, Any]
 JOB = "demo"
@@ -65,23 +63,11 @@ class Rig:
 
     def self_heal(self) -> list[str]:
         """The GitOps tool's self-heal: re-apply every rendered Pod that is absent."""
-        made = []
-        for obj in self.objects:
-            if obj["kind"] == "Pod" and self.pod(obj["metadata"]["name"]) is None:
-                apply(self.kube, [obj], self.namespace)
-                made.append(str(obj["metadata"]["name"]))
-        return made
+        return self_heal(self.kube, self.objects, self.namespace)
 
     def cluster_table(self, cluster: str) -> list[str]:
         """`kuberay status -n <ns>`: the cluster table's row for `cluster`, split."""
-        result = CliRunner().invoke(
-            main, ["status", "-n", self.namespace, "--kubeconfig", str(self.api.kubeconfig)]
-        )
-        assert result.exit_code == 0, result.output
-        rows = [line.split() for line in result.stdout.splitlines()]
-        found = [r for r in rows if len(r) > 1 and r[1] == cluster]
-        assert len(found) == 1, result.stdout
-        return found[0]
+        return cluster_row(self.namespace, str(self.api.kubeconfig), cluster)
 
 
 @pytest.fixture

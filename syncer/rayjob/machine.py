@@ -712,6 +712,7 @@ def _late_stop(p: _Pass) -> None:
 
 
 def _policy_pods(obs: Observation, policy: str) -> tuple[str, ...]:
+    """The live pods a policy releases: the workers for DeleteWorkers, else the cluster."""
     pods = cluster_pods(obs)
     if policy == "DeleteWorkers":
         pods = tuple(pod for pod in pods if pod.node_type == "worker")
@@ -758,7 +759,7 @@ def _cleanup(p: _Pass) -> None:
         _release_again(p)
         return
     policy = max(overdue, key=lambda x: POLICY_RANK.get(x, 0))
-    pods = _policy_pods(obs, "DeleteWorkers" if policy == "DeleteWorkers" else "DeleteCluster")
+    pods = _policy_pods(obs, policy)
     if pods:
         p.actions.append(Shutdown(pods, policy))
     if policy == "DeleteSelf":
@@ -779,7 +780,7 @@ def _release_again(p: _Pass) -> None:
     if not done:
         return
     policy = max(done, key=lambda x: POLICY_RANK.get(x, 0))
-    pods = _policy_pods(p.obs, "DeleteWorkers" if policy == "DeleteWorkers" else "DeleteCluster")
+    pods = _policy_pods(p.obs, policy)
     if pods:
         p.actions.append(Shutdown(pods, policy))
 

@@ -476,3 +476,43 @@ def test_a_cluster_suspended_before_the_syncer_saw_it_gets_a_status_too(rig: Rig
     service = rig.kube.get(SERVICES, rig.namespace, f"{NAME}-head-svc")
     assert cm is not None and service is not None
     assert [o["uid"] for o in cm["metadata"]["ownerReferences"]] == [service["metadata"]["uid"]]
+
+
+def test_a_forged_head_service_shape_is_refused_and_stops_nothing(rig: Rig) -> None:
+    # A tenant creates a head Service with the renderer's labels and a shape: a malformed
+    # one, and one whose shape names another cluster. Neither gets a status, each is one
+    # Event, and the real cluster beside them still gets its status.
+    labels = {
+        naming.MANAGED_BY: naming.MANAGED_BY_VALUE,
+        naming.RAY_NODE_TYPE: "head",
+    }
+    shapes = {"ghost": "{not json", "mimic": json.dumps({"version": 1, "cluster": NAME})}
+    for cluster, text in shapes.items():
+        body = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": f"{cluster}-head-svc",
+                "labels": {**labels, naming.RAY_CLUSTER: cluster},
+                "annotations": {ANN_CLUSTER_SHAPE: text},
+            },
+            "spec": {"ports": [{"name": "dashboard", "port": 8265}]},
+        }
+        rig.kube.create(SERVICES, rig.namespace, body)
+    apply(rig.kube, rig.objects, rig.namespace)
+    rig.controllers.start(interval=0.05)
+    rig.syncer.start()
+    wait_until(lambda: ready(rig), what="the real cluster still gets its status")
+    refused = wait_until(
+        lambda: len(rig.events("ClusterShapeRefused")) >= 2 and rig.events("ClusterShapeRefused"),
+        what="one refusal per forged Service",
+    )
+    assert sorted(e["involvedObject"]["name"] for e in refused) == [
+        "ghost-head-svc",
+        "mimic-head-svc",
+    ]
+    why = {e["involvedObject"]["name"]: e["message"] for e in refused}
+    assert "is not JSON" in why["ghost-head-svc"]
+    assert f"is for '{NAME}'" in why["mimic-head-svc"]
+    assert rig.status_cm("ghost") is None and rig.status_cm("mimic") is None
+    assert rig.syncer.healthy()

@@ -18,9 +18,12 @@ syncer and for KubeRay's model run on the same end times:
   split, and with `--plot FILE` a PNG of each job's delay over its end time.
 
 The syncer's API writes go through the daemon's write limiter (`api_write_qps`, default
-200/s with a burst of 400; `--api-write-qps 0` for none), as the daemon runs them: a burst
-of more ends than that limit allows waits for it here too. The KubeRay models have no
-client limit, which makes them optimistic.
+200/s with a burst of 400; `--api-write-qps 0` for none), as the daemon runs them: statuses
+take tokens in turn, Events and pod releases only spare ones (`leader.GuardedKube`), so a
+burst of ends waits for the limit in its Events and releases. Requests are counted until
+those are done too, and the report says how long after the last status that was, and how
+many Events were recorded or dropped. The KubeRay models have no client limit, which makes
+them optimistic.
 
 Profiles of the window, by file paths in the environment: `KUBERAY_BENCH_PROFILE_SERVER`
 (cProfile of the fake server's event loop), `KUBERAY_BENCH_SAMPLE_SERVER` and
@@ -35,7 +38,10 @@ How it is set up:
   its Pod, already ungated and Running), the others are clones under their own names and
   UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
   Running (written oldest job first, each with its own start time), so the run starts as
-  a syncer (re)starting among 10,000 running jobs.
+  a syncer (re)starting among 10,000 running jobs. A previous syncer (`prime`, its own
+  process, no write limit) then runs until it has published every cluster's status map and
+  head-Pod annotation, and stops: what the measured syncer restarts on is what its
+  predecessor left.
 - The syncer runs in this process and talks REST to the server, configured as in a Pod
   (`syncer.kube.incluster`: a token file, no `kubernetes` import). Each cluster has its own
   `FakeDashboard` on the real clock, its job RUNNING. After the warm-up (lists, then one
@@ -236,6 +242,9 @@ class Run:
     rss_increase_mb: float
     server: Manifest
     load: tuple[float, float]  # the machine's 1-minute load average before and after
+    tail_s: float = 0.0  # after the last status, until the Events and releases were done
+    events_dropped: int = 0  # Events the write budget's queue had no room for (whole run)
+    complete_events: int = 0  # the RayJobs' Complete Events that were recorded
 
     @property
     def syncer_rss_mb(self) -> float:
@@ -758,12 +767,15 @@ class RecordingKube(ForwardingKube):
         self._lock = threading.Lock()
         self.finished: dict[str, float] = {}
         self.verbs: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()  # Events created, by reason
         self.regressions = 0  # status writes that move a job back (every job starts Running)
         self._ranks: dict[str, int] = {}
 
     def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
         with self._lock:
             self.verbs[f"{verb} {resource.plural}"] += 1
+            if resource.plural == "events":
+                self.reasons[str(body.get("reason"))] += 1
         if resource.plural != "configmaps":
             return
         meta = body.get("metadata") or {}
@@ -844,6 +856,60 @@ def _end_at(dashboard: FakeDashboard, submission: str, end: float) -> None:
     job.plan = replace(job.plan, running_s=end - job.submitted - (job.plan.pending_s or 0.0))
 
 
+def prime(url: str, jobs: int, intent: str, started: float, budget_rps: float) -> int:
+    """The previous syncer (its own process): run until every cluster's status is published.
+
+    A syncer restarting among running jobs finds what the one before it wrote: the RayJob
+    statuses (`populate` writes those) and each RayCluster's status map and head-Pod
+    annotation, which this process writes the way the syncer does, with no write limit,
+    then stops. Its memory and CPU are not the measured syncer's.
+    """
+    dashboards, _ = _dashboards(jobs, intent, started)
+    with tempfile.TemporaryDirectory(prefix="bench-prime-") as scratch:
+        client = _kube_client(url, Path(scratch) / "token")
+        kube = RecordingKube(client)
+        options = Options(namespaces=(NAMESPACE,), dashboard_budget_rps=budget_rps)
+        syncer = Syncer(kube, options, dashboards=lambda u: dashboards[u])
+        syncer.start()
+        deadline = time.monotonic() + 300 + 20 * jobs / budget_rps
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(0.2)
+                with kube._lock:
+                    published = kube.verbs["create configmaps"]
+                if published >= jobs and syncer.engine.queue.ready() == 0:
+                    break
+            else:
+                raise RuntimeError(f"prime: {published} of {jobs} cluster statuses published")
+        finally:
+            syncer.stop()
+            client.close()
+    return 0
+
+
+def _prime(url: str, scale: Scale, intent: str, started: float) -> float:
+    """Run `prime` in a subprocess; the seconds it took."""
+    began = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.syncer",
+            "--prime",
+            url,
+            f"--jobs={scale.jobs}",
+            f"--budget={scale.budget_rps}",
+            f"--started={started!r}",
+        ],
+        input=intent,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=_child_env(),
+    )
+    return time.perf_counter() - began
+
+
 def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> Run:
     """Run the syncer at one scale, then the KubeRay models on the same end times."""
 
@@ -860,6 +926,8 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
     syncer: Syncer | None = None
     try:
         say(f"{scale.jobs} jobs populated in {server.populate_s:.1f} s at {server.url}")
+        primed_s = _prime(server.url, scale, server.template_intent, started)
+        say(f"a previous syncer published every cluster's status in {primed_s:.1f} s")
         cost = measure_request_cost(server.url)
         dashboards, where = _dashboards(scale.jobs, server.template_intent, started)
         rss_dashboards = _rss_mb()
@@ -900,13 +968,22 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
             window.sample(len(kube.finished))
         t_done = max(kube.finished.values()) if len(kube.finished) == scale.jobs else time.time()
         window.sample(len(kube.finished), force=True)
+        # The writes that wait for spare tokens (Events, releasing the pods) come after the
+        # statuses: the requests are counted until they are done too (CPU and job-hours
+        # stay those of the window).
+        tail_s = _drain(syncer, engine_kube, scale.jobs, stop_at + 120.0)
+        window.recount()
         if sampling is not None:
             sampling[0].stop()
             sampling[0].write(sampling[1])
         rss_peak = _rss_mb("VmHWM")
+        held = engine_kube.events if isinstance(engine_kube, GuardedKube) else None
+        events_dropped = held.dropped if held is not None else 0
         if verbose:
             stats = syncer.engine.stats + syncer.rayjob.stats
             say(f"writes {dict(sorted(kube.verbs.items()))}; stats {dict(stats)}")
+            say(f"events by reason {dict(sorted(kube.reasons.items()))}")
+            say(f"after the last status: {tail_s:.1f} s until Events and releases were done")
         syncer.stop()
         syncer = None
         report = server.stop()
@@ -953,6 +1030,9 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         rss_increase_mb=rss_peak - rss_dashboards,
         server=report,
         load=(load_before, os.getloadavg()[0]),
+        tail_s=tail_s,
+        events_dropped=events_dropped,
+        complete_events=kube.reasons["Complete"],
     )
 
 
@@ -965,6 +1045,18 @@ class Restart:
     observed_s: float  # from start until every job had had a pass
     order: float  # rank correlation of first pass with age (1: strictly oldest first)
     regressions: int  # status writes in the warm-up that moved a job back from Running
+
+
+def _drain(syncer: Syncer, kube: Kube, jobs: int, deadline: float) -> float:
+    """Wait until every job's pods were released and no Event waits; the seconds it took."""
+    started = time.time()
+    held = kube.events if isinstance(kube, GuardedKube) else None
+    while time.time() < deadline:
+        released = syncer.rayjob.stats["released_pods"]
+        if released >= jobs and (held is None or len(held) == 0):
+            break
+        time.sleep(0.25)
+    return time.time() - started
 
 
 def _time_dashboard_requests(syncer: Syncer) -> array[float]:
@@ -1067,6 +1159,11 @@ class _Window:
         self.kube_requests = 0
         self.kube_writes = 0
         self.cpu_s = 0.0
+
+    def recount(self) -> None:
+        """Update the request totals only (after the window: no CPU, no peaks)."""
+        self.kube_requests = self._kube.requests - self._kube0
+        self.kube_writes = self._writes() - self._writes0
 
     def sample(self, finished: int, *, force: bool = False) -> None:
         """Update the totals; the peaks over each second (requests) and 10 s (CPU)."""
@@ -1248,6 +1345,11 @@ def report(run: Run) -> list[str]:
         f"{restart.lists_s:.1f} s); oldest-first rank correlation {restart.order:.2f}; "
         f"status regressions {restart.regressions}"
     )
+    lines.append(
+        f"deferred writes: Events and pod releases done {run.tail_s:.1f} s after the last "
+        f"status; Complete Events recorded {run.complete_events} of {scale.jobs}, "
+        f"Events dropped {run.events_dropped} (whole run)"
+    )
     lines.extend(_targets(run))
     return lines
 
@@ -1319,6 +1421,9 @@ def summary(run: Run) -> str:
         "restart_order": run.restart.order,
         "regressions": run.restart.regressions,
         "server_cpu_s": float(run.server.get("cpu_s") or math.nan),
+        "tail_s": run.tail_s,
+        "complete_events": run.complete_events,
+        "events_dropped": run.events_dropped,
     }
     words = (f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
     return "syncer-summary " + " ".join(words)
@@ -1362,11 +1467,15 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
         "--real", action="store_true", help="on a real control plane (bench.realcp; one scale)"
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--prime", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.serve:
         serve(args.jobs[0], args.seed, args.started)
+        return []
+    if args.prime:
+        prime(args.prime, args.jobs[0], sys.stdin.read(), args.started, args.budget)
         return []
     if args.real:
         from bench import realcp

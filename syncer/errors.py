@@ -78,5 +78,13 @@ class SquattedError(PermanentError):
     """
 
 
+class DeferredWriteError(SyncerError):
+    """A write of the low class found no spare token of the write budget; nothing was sent.
+
+    Raised only for writes a later pass issues again by itself (releasing the pods of a
+    finished job): the pass that meets it asks to run again soon, with no backoff.
+    """
+
+
 class NotLeaderError(SyncerError):
     """A write was attempted without a fresh leader lease; nothing was written."""

@@ -528,6 +528,14 @@ POD_RECOVERIES: Final = REGISTRY.register(
         ["namespace", "node_type", "result"],
     )
 )
+EVENTS_HELD: Final = REGISTRY.register(
+    Counter(
+        "kuberay_syncer_events_held_total",
+        "Events that found no spare write token: queued to be sent later, or dropped when "
+        "10,000 were waiting already (status writes go first).",
+        ["result"],
+    )
+)
 CLUSTER_STATUS_WRITES: Final = REGISTRY.register(
     Counter(
         "kuberay_syncer_cluster_status_writes_total",

@@ -10,18 +10,30 @@ not count (review M5). `GuardedKube` refuses every write unless leadership is fr
 paused or partitioned replica cannot write after another one took over, and spends one
 token of the shared write bucket per write (review M2), checking the lease again after
 any wait for it.
+
+The bucket serves two classes (issue 13). Status and other writes a user waits on take
+tokens in turn (`TokenBucket.take`). Events and the releases of a finished job's pods,
+which can come later without anyone waiting on them, use only spare tokens
+(`TokenBucket.spare`): when many jobs end at once, their statuses go out first. An Event
+that finds no spare token joins `EventBacklog` (sent by its own thread, oldest first; at
+most 10,000 wait, kept as JSON, and newer ones are dropped, as client-go's event
+broadcaster drops what its queue of 1,000 cannot hold); a
+release that finds none raises `DeferredWriteError`, and its pass runs again soon.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-from syncer.errors import ConflictError, NotLeaderError, SyncerError
-from syncer.kube.client import LEASES, Kube, Resource
+from syncer import metrics
+from syncer.errors import ConflictError, DeferredWriteError, NotLeaderError, SyncerError
+from syncer.kube.client import EVENTS, LEASES, Kube, Resource
 from syncer.kube.forwarding import ForwardingKube
 from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.timestamps import micro_time
@@ -227,6 +239,8 @@ class GuardedKube(ForwardingKube):
     """A `Kube` whose writes happen only under fresh leadership; reads pass through.
 
     `writes`: the one token bucket every API write of the engine takes from (None: none).
+    Events take spare tokens only, waiting in `events` when there are none; the view
+    `deferring()` does the same for the writes made through it, raising `DeferredWriteError`.
     """
 
     def __init__(
@@ -240,15 +254,42 @@ class GuardedKube(ForwardingKube):
         self._leadership = leadership
         self.bucket = bucket
         self.writes = 0
+        self._deferring = False
+        self.events = EventBacklog(self._send_queued, bucket) if bucket is not None else None
+
+    def deferring(self) -> GuardedKube:
+        """This client, for writes a later pass repeats: each spends a spare token or none."""
+        view = GuardedKube(self._inner, self._leadership)
+        view.bucket, view.events, view._deferring = self.bucket, self.events, True
+        return view
 
     def fresh(self, margin_s: float = 0.0) -> bool:
         """Whether the lease stays fresh for `margin_s` more seconds (`LeaderElector.fresh`)."""
         return self._leadership.fresh(margin_s)
 
+    def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
+        """Create; an Event with no spare token now is queued (returned as sent)."""
+        if resource != EVENTS or self.events is None:
+            return super().create(resource, namespace, body)
+        self._check("create", resource, str((body.get("metadata") or {}).get("name")))
+        if self.events.queued(namespace, body):
+            return body
+        self.writes += 1  # `queued` took its token
+        return self._inner.create(resource, namespace, body)
+
+    def _send_queued(self, namespace: str | None, body: Manifest) -> None:
+        self._check("create", EVENTS, str((body.get("metadata") or {}).get("name")))
+        self.writes += 1
+        self._inner.create(EVENTS, namespace, body)
+
     def _before_write(self, verb: str, resource: Resource, name: str) -> None:
         self._check(verb, resource, name)
-        if self.bucket is not None and self.bucket.take() > 0:
-            self._check(verb, resource, name)  # the lease may have gone while waiting
+        if self.bucket is not None:
+            if self._deferring:
+                if not self.bucket.spare():
+                    raise DeferredWriteError(f"{verb} {resource.kind}/{name}: no spare write token")
+            elif self.bucket.take() > 0:
+                self._check(verb, resource, name)  # the lease may have gone while waiting
         self.writes += 1
 
     def _check(self, verb: str, resource: Resource, name: str) -> None:
@@ -256,3 +297,83 @@ class GuardedKube(ForwardingKube):
             raise NotLeaderError(
                 f"not writing ({verb} {resource.kind}/{name}): no fresh leader lease"
             )
+
+
+def deferring(kube: Kube) -> Kube:
+    """`kube` for writes a later pass repeats (`GuardedKube.deferring`; others: itself)."""
+    return kube.deferring() if isinstance(kube, GuardedKube) else kube
+
+
+# Events waiting at most: a burst of 10,000 jobs ending together keeps every Complete Event
+# (each waits as ~600 bytes of JSON). client-go's broadcaster holds 1,000.
+EVENT_BACKLOG: Final = 10_000
+_IDLE_EXIT_S: Final = 5.0  # the sending thread ends after this long with nothing queued
+
+
+class EventBacklog:
+    """Events waiting for a spare write token; one thread sends them, oldest first.
+
+    `queued` is the entry: False when the Event may go out now (a spare token was taken
+    and nothing older waits), else it joins the queue (True), or is dropped when the
+    queue is full. The thread starts when an Event is queued and ends when the queue
+    has stayed empty for a while, so an idle syncer keeps no thread for it.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[str | None, Manifest], None],
+        bucket: TokenBucket,
+        *,
+        limit: int = EVENT_BACKLOG,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._send = send
+        self._bucket = bucket
+        self._limit = limit
+        self._sleep = sleep
+        self._lock = threading.Condition()
+        self._queue: deque[tuple[str | None, bytes]] = deque()
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def queued(self, namespace: str | None, event: Manifest) -> bool:
+        """Whether `event` was queued or dropped (True) rather than cleared to go now."""
+        with self._lock:
+            if not self._queue and self._bucket.spare():
+                return False
+            if len(self._queue) >= self._limit:
+                self.dropped += 1
+                metrics.EVENTS_HELD.labels("dropped").inc()
+                return True
+            self._queue.append((namespace, json.dumps(event, separators=(",", ":")).encode()))
+            metrics.EVENTS_HELD.labels("queued").inc()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+            return True
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._lock.wait(_IDLE_EXIT_S)
+                if not self._queue:
+                    self._thread = None
+                    return
+                namespace, text = self._queue[0]
+            while not self._bucket.spare():
+                self._sleep(min(0.05, 1.0 / self._bucket.qps))
+            with self._lock:
+                self._queue.popleft()
+            event = json.loads(text)
+            try:
+                self._send(namespace, event)
+            except NotLeaderError:
+                pass  # the new leader reports what it sees
+            except SyncerError as exc:
+                _LOG.info("event not recorded reason=%s error=%s", event.get("reason"), exc)

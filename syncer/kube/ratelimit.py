@@ -55,6 +55,22 @@ class TokenBucket:
             self._tokens -= 1.0
             return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def spare(self) -> bool:
+        """Take a token only if one is saved up now, without waiting; False: none taken.
+
+        The low class of a two-class budget: `reserve` and `take` hand out future tokens,
+        which leaves none saved up while any of their callers waits, so a caller of
+        `spare` is served only from what they leave over and never delays them.
+        """
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+            self._at = now
+            if self._tokens < 1.0:
+                return False
+            self._tokens -= 1.0
+            return True
+
     def take(self) -> float:
         """Take a token, sleeping until it is due; returns the seconds slept."""
         delay = self.reserve()

@@ -1,6 +1,6 @@
 """What the RayCluster reconciler reports besides its status: Events, KubeRay's metrics.
 
-`Reporter.announce` records one Event per state or condition transition on the head Pod
+`Reporter.announce` records one Event per state or condition change on the head Pod
 (after the status is published, so a failed write repeats none); `observe` keeps
 `kuberay_cluster_info` and `kuberay_cluster_condition_provisioned`; `provisioned` sets
 `kuberay_cluster_provisioned_duration_seconds` once, at the published transition, from the
@@ -70,7 +70,12 @@ class Reporter:
         before: cluster_status.ClusterStatus | None,
         after: cluster_status.ClusterStatus,
     ) -> None:
-        """One Event per state or condition transition (after the status is published)."""
+        """One Event per state or condition transition (after the status is published).
+
+        A condition that first appears False says that something has not happened (not
+        suspended, the head not ready yet): no Event, unless it is a failure. A new ready
+        cluster gets three (its state, HeadPodReady, RayClusterProvisioned), not five.
+        """
         old_state = before.state if before is not None else ""
         if after.state != old_state:
             metrics.TRANSITIONS.labels(key[1], KIND, old_state or "New", after.state).inc()
@@ -92,6 +97,8 @@ class Reporter:
                 and condition.status == "False"
                 and old is not None
             )
+            if old is None and condition.status != "True" and not bad:
+                continue  # first seen False (not suspended, not ready yet): nothing happened
             detail = f": {condition.reason}" if condition.reason else ""
             self.event(
                 key,

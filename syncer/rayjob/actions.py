@@ -20,6 +20,7 @@ from syncer.errors import ConflictError, NotFoundError, NotLeaderError, SyncerEr
 from syncer.kube import events, meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import JOBS, JSON_PATCH, PODS, Kube, Manifest, Resource
+from syncer.kube.leader import deferring
 from syncer.ray.dashboard import require_lease
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
@@ -71,6 +72,9 @@ class Actions:
         is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
+        # Releasing a finished job's pods can wait for spare write tokens: the next pass
+        # releases what is still live (machine `_release_again`).
+        self.later = deferring(kube)
         self.is_leader = is_leader
         self.dashboards = pool
         self.pods = pods
@@ -189,7 +193,7 @@ class Actions:
         version = str(pod["metadata"].get("resourceVersion") or "")
         try:
             if ttl_mode == "delete":
-                _delete(self.kube, PODS, pod)
+                _delete(self.later, PODS, pod)
                 self.pods.forget(ns, pod_name)
             else:
                 body = {
@@ -198,7 +202,7 @@ class Actions:
                         "annotations": {naming.SHUTDOWN_REQUESTED: "true"},
                     }
                 }
-                self.pods.upsert(self.kube.patch(PODS, ns, pod_name, body))
+                self.pods.upsert(self.later.patch(PODS, ns, pod_name, body))
         except NotFoundError:
             self.pods.forget(ns, pod_name)  # gone already: nothing left to release
             return

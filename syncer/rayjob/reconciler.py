@@ -22,7 +22,7 @@ from typing import Final
 from renderer import naming
 from syncer import metrics, status
 from syncer.engine import Engine, Key
-from syncer.errors import IntentError
+from syncer.errors import DeferredWriteError, IntentError
 from syncer.kube import meta
 from syncer.kube.cache import Cache
 from syncer.kube.client import JOBS, Manifest
@@ -37,6 +37,10 @@ KIND: Final = "RayJob"
 # for passes that watch events trigger (a submitter that ended), so those never wait for
 # a poll backlog to drain.
 POLL_SHARE: Final = 0.5
+# A finished job's pods whose release found no spare write token: released again after
+# 1 s, then 2, 4... up to 30 s while the write budget stays taken.
+RELEASE_RETRY_S: Final = 1.0
+RELEASE_RETRY_MAX_S: Final = 30.0
 _SELECTS: Final = "selects"  # intents by the (namespace, cluster) a selector job runs on
 
 
@@ -93,6 +97,7 @@ class RayJobReconciler:
         # How many `states` are Running (kept as they change: the poll spread needs it on
         # every pass, and counting 10,000 states each time would cost more than the pass).
         self._running = 0
+        self._deferrals: dict[Key, int] = {}  # passes whose release met no spare token
         self._lock = threading.Lock()
         self._jitter = random.Random()
         pods.add_index("cluster", views.cluster_of)
@@ -216,14 +221,35 @@ class RayJobReconciler:
         anchor = self.actions.anchor(intent, intent_cm=intent_cm, doomed=doomed)
         if record is None or decision.record != record or not _owned_by(status_cm, anchor):
             self._publish(intent, status_cm, decision.record, anchor)
+        deferred = False
         for action in decision.actions:
             if isinstance(action, machine.Shutdown | machine.DeleteSubmitter):
-                self.actions.apply(intent, action, ttl_mode=ttl_mode)
+                try:
+                    self.actions.apply(intent, action, ttl_mode=ttl_mode)
+                except DeferredWriteError:  # statuses of other jobs go first; back in a moment
+                    deferred = True
+                    self.stats["releases_deferred"] += 1
         event = _one_event([a for a in decision.actions if isinstance(a, machine.Event)])
         if event is not None:
             self.actions.apply(intent, event, ttl_mode=ttl_mode, intent_cm=intent_cm)
         self._track(key, intent_cm, record, decision.record, observation.now)
-        return self._next_look(decision, settings.poll_interval_s)
+        later = self._next_look(decision, settings.poll_interval_s)
+        retry = self._release_retry(key, deferred)
+        return later if retry is None else min(later if later is not None else retry, retry)
+
+    def _release_retry(self, key: Key, deferred: bool) -> float | None:
+        """When to release again pods whose release waited for spare write tokens.
+
+        1 s after the first time, doubling for each pass that met no spare token, up to
+        30 s: a burst of thousands of ending jobs must not turn into thousands of passes a
+        second while the statuses of others still take every token. None: nothing waits.
+        """
+        with self._lock:
+            if not deferred:
+                self._deferrals.pop(key, None)
+                return None
+            times = self._deferrals[key] = self._deferrals.get(key, 0) + 1
+        return min(RELEASE_RETRY_S * 2.0 ** (times - 1), RELEASE_RETRY_MAX_S)
 
     @staticmethod
     def _next_look(decision: machine.Decision, poll_s: float) -> float | None:
@@ -297,7 +323,9 @@ class RayJobReconciler:
     def _set_state_locked(self, key: Key, state: str | None) -> None:
         """Set (None: drop) one key's state, keeping the Running count."""
         old = self.states.pop(key, None) if state is None else self.states.get(key)
-        if state is not None:
+        if state is None:
+            self._deferrals.pop(key, None)
+        else:
             self.states[key] = state
         self._running += (state == machine.RUNNING) - (old == machine.RUNNING)
 

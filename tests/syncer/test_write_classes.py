@@ -1,0 +1,198 @@
+"""The write budget's two classes (issue 13): statuses first, Events and releases from spare tokens.
+
+`TokenBucket.spare` serves only what `take` leaves over; `GuardedKube` sends an Event now when
+a spare token is there and queues it otherwise (`EventBacklog`, oldest first, bounded); a
+finished job's pod release that meets no spare token is issued again by a later pass. The
+buckets here run on a clock the test moves, so "no spare token" lasts exactly as long as the
+test says.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from renderer import naming
+from syncer.cli import Options, Syncer
+from syncer.errors import DeferredWriteError
+from syncer.kube.client import CONFIGMAPS, EVENTS, KubeClient, Manifest
+from syncer.kube.leader import AlwaysLeader, EventBacklog, GuardedKube
+from syncer.kube.ratelimit import TokenBucket
+from syncer.rayjob.machine import Settings
+from tests.fakeapi.controllers import Controllers
+from tests.fakeapi.fixtures import KubeApi
+from tests.syncer.fakedashboard import FakeDashboard, JobPlan
+from tests.syncer.harness import apply, render, wait_until
+from tests.syncer.test_backoff import Clock
+from tests.syncer.test_rayjob_reconciler import Rig, demo_job, play_submitter
+
+
+class SharedClock(Clock):
+    """`Clock`, safe to read and move from several threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept.append(seconds)
+            self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def _configmap(name: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {}}
+
+
+def _event(name: str, namespace: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": "x"},
+        "reason": name,
+        "message": name,
+        "type": "Normal",
+    }
+
+
+def test_spare_tokens_are_only_those_no_taker_has_reserved() -> None:
+    clock = Clock()
+    bucket = TokenBucket(10.0, 2, clock=clock, sleep=clock.sleep)
+    assert bucket.spare() and bucket.spare()  # the burst is saved up: spare
+    assert not bucket.spare()  # none left, and `spare` never waits or goes into debt
+    assert bucket.reserve() == pytest.approx(0.1)  # a taker reserves the next token
+    clock.now += 0.1
+    assert not bucket.spare()  # the token that came is the taker's
+    clock.now += 0.1
+    assert bucket.spare()
+
+
+def test_an_event_without_a_spare_token_waits_behind_the_writes_it_would_delay(
+    kube_api: KubeApi,
+) -> None:
+    clock = SharedClock()
+    bucket = TokenBucket(1.0, 1, clock=clock, sleep=clock.sleep)
+    guarded = GuardedKube(KubeClient(kube_api.api_client), AlwaysLeader(), bucket=bucket)
+    ns = kube_api.namespace
+    since = kube_api.fake.audit.mark()
+    guarded.create(EVENTS, ns, _event("now", ns))  # the saved-up token is spare: sent at once
+    guarded.create(CONFIGMAPS, ns, _configmap("first"))  # waits for its token (clock moves)
+    for name in ("a", "b", "c"):
+        assert guarded.create(EVENTS, ns, _event(name, ns))["reason"] == name  # queued
+    assert guarded.events is not None and len(guarded.events) == 3
+    guarded.create(CONFIGMAPS, ns, _configmap("second"))  # not behind the queued Events
+
+    def written() -> list[str]:
+        return [r.name for r in kube_api.fake.audit.writes(namespace=ns, since=since)]
+
+    assert written() == ["now", "first", "second"]
+    time.sleep(0.3)  # the clock stands still: no token is spare, the Events stay queued
+    assert written() == ["now", "first", "second"]
+    assert len(guarded.events) == 3
+
+    def sent_all() -> bool:
+        clock.advance(1.0)  # one token a second comes spare
+        return len(written()) == 6
+
+    wait_until(sent_all, what="the queued Events")
+    assert written()[3:] == ["a", "b", "c"]  # oldest first
+    assert guarded.writes == 6
+
+
+def test_a_full_event_queue_drops_new_events_and_counts_them() -> None:
+    clock = SharedClock()
+    bucket = TokenBucket(1.0, 1, clock=clock, sleep=clock.sleep)
+    bucket.take()  # nothing spare
+    sent: list[str] = []
+    backlog = EventBacklog(lambda ns, e: sent.append(e["reason"]), bucket, limit=2)
+    for name in ("a", "b", "c", "d"):
+        assert backlog.queued("ns", _event(name, "ns"))
+    assert (len(backlog), backlog.dropped) == (2, 2)
+
+    def drained() -> bool:
+        clock.advance(1.0)
+        return len(sent) == 2
+
+    wait_until(drained, what="the two queued Events")
+    assert sent == ["a", "b"]
+
+
+def test_a_deferring_view_writes_from_spare_tokens_or_not_at_all(kube_api: KubeApi) -> None:
+    clock = SharedClock()
+    bucket = TokenBucket(1.0, 1, clock=clock, sleep=clock.sleep)
+    guarded = GuardedKube(KubeClient(kube_api.api_client), AlwaysLeader(), bucket=bucket)
+    later = guarded.deferring()
+    ns = kube_api.namespace
+    since = kube_api.fake.audit.mark()
+    later.create(CONFIGMAPS, ns, _configmap("spare"))
+    with pytest.raises(DeferredWriteError):
+        later.create(CONFIGMAPS, ns, _configmap("deferred"))
+    assert [r.name for r in kube_api.fake.audit.writes(namespace=ns, since=since)] == ["spare"]
+
+
+def test_a_finished_job_is_published_first_and_its_pods_released_once_tokens_are_spare(
+    kube_api: KubeApi,
+) -> None:
+    """With every token taken by other writes, the Complete status still goes out; the
+    shutdown of the cluster's pods waits, is never lost, and happens once tokens are spare."""
+    kube_api.fake  # noqa: B018 - the simulators need the fake server
+    kube = KubeClient(kube_api.api_client)
+    clock = SharedClock()
+    # `take` moves this clock as it waits, so normal writes always go; none is left spare
+    # until the test moves the clock itself.
+    bucket = TokenBucket(1000.0, 1, clock=clock, sleep=clock.sleep)
+    bucket.take()
+    guarded = GuardedKube(kube, AlwaysLeader(), bucket=bucket)
+    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
+    options = Options(
+        namespaces=(kube_api.namespace,),
+        workers=2,
+        poll_interval_s=0.2,
+        settings=Settings(submitter_finished_timeout_s=30),
+    )
+    syncer = Syncer(guarded, options, dashboards=lambda url: dashboard)
+    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
+    rig = Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+    try:
+        apply(kube, render(demo_job(mode="K8sJobMode"), rig.namespace), rig.namespace)
+        controllers.start(interval=0.05)
+        syncer.start()
+        play_submitter(rig)
+        wait_until(lambda: rig.status().get("jobDeploymentStatus") == "Complete", what="Complete")
+        wait_until(lambda: syncer.rayjob.stats["releases_deferred"] >= 2, what="a release retried")
+        intent_cm = kube.get(CONFIGMAPS, rig.namespace, naming.intent_configmap_name("demo"))
+        assert intent_cm is not None
+        head = json.loads(intent_cm["data"]["intent.json"])["derived"]["headPodName"]
+        assert naming.SHUTDOWN_REQUESTED not in (rig.pod(head)["metadata"].get("annotations") or {})
+
+        def shut_down() -> bool:
+            clock.advance(1.0)  # a thousand tokens a second come spare now
+            annotations = rig.pod(head)["metadata"].get("annotations") or {}
+            return bool(annotations.get(naming.SHUTDOWN_REQUESTED))
+
+        wait_until(shut_down, what="the head pod's release", timeout=20.0)
+        wait_until(
+            lambda: guarded.events is not None and len(guarded.events) == 0,
+            what="the queued Events sent",
+        )
+        reasons = {
+            e["reason"]
+            for e in kube.list(EVENTS, rig.namespace)[0]
+            if e["metadata"].get("labels", {}).get(naming.ORIGIN_KIND) == "RayJob"
+        }
+        assert "Complete" in reasons, reasons
+    finally:
+        syncer.stop()
+        controllers.stop()

@@ -95,7 +95,7 @@ def test_an_event_without_a_spare_token_waits_behind_the_writes_it_would_delay(
     guarded.create(CONFIGMAPS, ns, _configmap("second"))  # not behind the queued Events
 
     def written() -> list[str]:
-        return [r.name for r in kube_api.fake.audit.writes(namespace=ns, since=since)]
+        return [str(r.name) for r in kube_api.fake.audit.writes(namespace=ns, since=since)]
 
     assert written() == ["now", "first", "second"]
     time.sleep(0.3)  # the clock stands still: no token is spare, the Events stay queued

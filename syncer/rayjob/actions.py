@@ -303,8 +303,9 @@ class Actions:
         Not on the intent ConfigMap: its status map beside it says the same. On a submitter
         Job that carries none of them yet, only once they would change its health verdict
         (`renderer/health/job.lua`): while the Job's own conditions say what the RayJob's
-        state says (running: Progressing; Complete with the Job complete, or its pod
-        succeeded, which the Job controller turns into Complete next: Healthy; Failed
+        state says (running: Progressing; Complete with the Job complete, or with its
+        success criteria met or its pod succeeded, which the Job controller turns into
+        Complete next: Healthy; Failed
         with the Job failed: Degraded) the status ConfigMap is the record and the Job is
         not written, which saves one write per job. Once written, they are kept exact.
         """
@@ -316,8 +317,12 @@ class Actions:
         obj = cache.get(intent.namespace, anchor.name)
         if anchor.kind == "Job" and obj is not None:
             own = views.job_health(obj)
-            if own == "Progressing" and self._submitter_succeeded(intent.namespace, anchor.name):
-                # The Job controller marks it Complete next (one completion): Healthy.
+            if own == "Progressing" and (
+                views.success_criteria_met(obj)
+                or self._submitter_succeeded(intent.namespace, anchor.name)
+            ):
+                # The Job controller marks it Complete next: it has met its success criteria
+                # (it adds Complete once its pods are gone), or its one pod succeeded.
                 own = "Healthy"
             if _verdict_unchanged(obj, deployment, own):
                 return

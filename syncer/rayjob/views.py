@@ -185,6 +185,19 @@ def job_health(job: Manifest) -> str:
     return "Progressing"
 
 
+def success_criteria_met(job: Manifest) -> bool:
+    """Whether a (projected) Job has met its success criteria: `Complete` comes next.
+
+    The Job controller (Kubernetes 1.31 and later) sets `SuccessCriteriaMet` as soon as
+    the Job succeeded and `Complete` once its pods have terminated.
+    """
+    return any(
+        c.get("type") == "SuccessCriteriaMet" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+        if isinstance(c, dict)
+    )
+
+
 def _time(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None

@@ -134,6 +134,19 @@ def test_a_job_complete_whose_submitter_pod_succeeded_waits_for_the_job_controll
     assert _annotations(anchor.live())[ANN] == "Failed"
 
 
+def test_a_job_complete_whose_submitter_met_its_success_criteria_is_left_unwritten(
+    anchor: Anchor,
+) -> None:
+    # Kubernetes 1.31+: SuccessCriteriaMet first, Complete once the pod has terminated;
+    # the syncer publishes Complete on the first, and the Job is Healthy a moment later.
+    anchor.set_conditions("SuccessCriteriaMet")
+    version = anchor.live()["metadata"]["resourceVersion"]
+    anchor.publish("Complete", "SUCCEEDED")
+    assert anchor.live()["metadata"]["resourceVersion"] == version
+    anchor.publish("Failed", "FAILED")  # success criteria say nothing of a Ray failure
+    assert _annotations(anchor.live())[ANN] == "Failed"
+
+
 def test_a_failure_under_a_job_that_succeeded_is_annotated(anchor: Anchor) -> None:
     anchor.set_conditions("Complete")
     anchor.publish("Failed", "FAILED")

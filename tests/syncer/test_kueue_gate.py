@@ -10,7 +10,6 @@ submitter alone; once the cluster is admitted the syncer removes only its own
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,14 +18,13 @@ import pytest
 from renderer import naming
 from renderer.model.schedulers import KUEUE_GATE, KUEUE_GROUP_LABEL
 from renderer.options import RenderOptions
-from syncer.cli import Options, Syncer
+from syncer.cli import Syncer
 from syncer.kube.client import CONFIGMAPS, JSON_PATCH, PODS, KubeClient
-from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.manifests import rayjob
-from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
+from tests.syncer.test_rayjob_reconciler import make_rig
 
 Manifest = dict[str, Any]
 
@@ -49,19 +47,9 @@ def _gates(pod: Manifest) -> list[str]:
 
 @pytest.fixture
 def parts(kube_api: KubeApi) -> Iterator[tuple[KubeClient, Syncer, Controllers, str]]:
-    kube = KubeClient(kube_api.api_client)
-    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
-    options = Options(
-        namespaces=(kube_api.namespace,),
-        workers=2,
-        poll_interval_s=0.2,
-        settings=Settings(submitter_finished_timeout_s=30),
-    )
-    syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
-    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    yield kube, syncer, controllers, kube_api.namespace
-    syncer.stop()
-    controllers.stop()
+    rig = make_rig(kube_api)
+    yield rig.kube, rig.syncer, rig.controllers, rig.namespace
+    rig.stop()
 
 
 def test_the_syncer_keeps_kueues_gate_and_waits_for_admission(

@@ -10,7 +10,6 @@ real parts (the fake API server, its controllers, `FakeDashboard`s, the assemble
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -29,7 +28,6 @@ from syncer.errors import PermanentError, TransientError
 from syncer.kube.cache import Cache
 from syncer.kube.client import CONFIGMAPS, SERVICES, KubeClient
 from syncer.raycluster.reconciler import Options as ClusterOptions
-from syncer.rayjob.machine import Settings
 from syncer.rayservice.record import READY
 from syncer.rayservice.state import Settings as ServiceSettings
 from syncer.reload import ConfigWatcher
@@ -38,7 +36,7 @@ from tests.fakeapi.fixtures import KubeApi
 from tests.syncer import test_raycluster_reconciler as cluster_parts
 from tests.syncer import test_rayjob_reconciler as rayjob_rig_parts
 from tests.syncer import test_rayservice_reconciler as service_rig_parts
-from tests.syncer.fakedashboard import FakeDashboard, JobPlan
+from tests.syncer.fakedashboard import FakeDashboard
 from tests.syncer.harness import apply, render, wait_until
 
 OWNERS: Final = {
@@ -62,6 +60,8 @@ OWNERS: Final = {
     "kuberay_cluster_provisioned_duration_seconds": "raycluster",
     "kuberay_syncer_pod_recoveries_total": "raycluster",
     "kuberay_syncer_cluster_status_writes_total": "raycluster",
+    # The write budget (leader.GuardedKube): an Event queued for a spare token, or dropped.
+    "kuberay_syncer_events_held_total": "writes",
     # The engine: every pass, and every pass that fails.
     "kuberay_syncer_reconcile_seconds": "engine",
     "kuberay_syncer_reconcile_errors_total": "engine",
@@ -116,21 +116,9 @@ def test_every_registered_family_has_an_owner_and_an_event() -> None:
 
 @pytest.fixture
 def rayjob_rig(kube_api: KubeApi) -> Iterator[rayjob_rig_parts.Rig]:
-    kube_api.fake  # noqa: B018 - the simulators need the fake server
-    kube = KubeClient(kube_api.api_client)
-    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
-    options = Options(
-        namespaces=(kube_api.namespace,),
-        workers=2,
-        poll_interval_s=0.2,
-        settings=Settings(submitter_finished_timeout_s=30),
-    )
-    syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
-    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    rig = rayjob_rig_parts.Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+    rig = rayjob_rig_parts.make_rig(kube_api)
     yield rig
-    syncer.stop()
-    controllers.stop()
+    rig.stop()
 
 
 def test_a_rayjob_run_writes_the_job_families_and_the_pass_timing(

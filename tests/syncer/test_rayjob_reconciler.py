@@ -17,7 +17,7 @@ import pytest
 
 from renderer import naming
 from syncer.cli import Options, Syncer
-from syncer.kube.client import CONFIGMAPS, PODS, KubeClient
+from syncer.kube.client import CONFIGMAPS, PODS, Kube, KubeClient
 from syncer.rayjob.machine import Settings
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
@@ -68,9 +68,14 @@ class Rig:
         items, _ = self.kube.list(PODS, self.namespace, label_selector="job-name=demo")
         return items
 
+    def stop(self) -> None:
+        self.syncer.stop()
+        self.controllers.stop()
 
-@pytest.fixture
-def rig(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[Rig]:
+
+def make_rig(kube_api: KubeApi, *, ttl_mode: str = "stop", writer: Kube | None = None) -> Rig:
+    """The syncer (2 workers, 0.2-s polls) with a quick `FakeDashboard` and the simulators,
+    not started; `writer`: the client the syncer writes through (default: `rig.kube`)."""
     kube_api.fake  # noqa: B018 - the simulators need the fake server
     kube = KubeClient(kube_api.api_client)
     dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
@@ -78,15 +83,19 @@ def rig(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[Rig]:
         namespaces=(kube_api.namespace,),
         workers=2,
         poll_interval_s=0.2,
-        ttl_mode=getattr(request, "param", "stop"),
+        ttl_mode=ttl_mode,
         settings=Settings(submitter_finished_timeout_s=30),
     )
-    syncer = Syncer(kube, options, dashboards=lambda url: dashboard)
+    syncer = Syncer(writer or kube, options, dashboards=lambda url: dashboard)
     controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    rig = Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
-    yield rig
-    syncer.stop()
-    controllers.stop()
+    return Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+
+
+@pytest.fixture
+def rig(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    made = make_rig(kube_api, ttl_mode=getattr(request, "param", "stop"))
+    yield made
+    made.stop()
 
 
 def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:

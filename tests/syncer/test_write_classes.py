@@ -16,18 +16,15 @@ import time
 import pytest
 
 from renderer import naming
-from syncer.cli import Options, Syncer
 from syncer.errors import DeferredWriteError
 from syncer.kube.client import CONFIGMAPS, EVENTS, KubeClient, Manifest
 from syncer.kube.leader import AlwaysLeader, EventBacklog, GuardedKube
 from syncer.kube.ratelimit import TokenBucket
-from syncer.rayjob.machine import Settings
-from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
-from tests.syncer.fakedashboard import FakeDashboard, JobPlan
 from tests.syncer.harness import apply, render, wait_until
 from tests.syncer.test_backoff import Clock
-from tests.syncer.test_rayjob_reconciler import Rig, demo_job, play_submitter
+from tests.syncer.test_metric_owners import with_labels
+from tests.syncer.test_rayjob_reconciler import demo_job, make_rig, play_submitter
 
 
 class SharedClock(Clock):
@@ -65,6 +62,12 @@ def _event(name: str, namespace: str) -> Manifest:
         "message": name,
         "type": "Normal",
     }
+
+
+def _held(result: str) -> float:
+    """`kuberay_syncer_events_held_total{result=...}` as /metrics shows it (0: no sample)."""
+    lines = with_labels("kuberay_syncer_events_held_total", result=result)
+    return float(lines[0].split()[-1]) if lines else 0.0
 
 
 def test_spare_tokens_are_only_those_no_taker_has_reserved() -> None:
@@ -117,9 +120,11 @@ def test_a_full_event_queue_drops_new_events_and_counts_them() -> None:
     bucket.take()  # nothing spare
     sent: list[str] = []
     backlog = EventBacklog(lambda ns, e: sent.append(e["reason"]), bucket, limit=2)
+    held = {result: _held(result) for result in ("queued", "dropped")}
     for name in ("a", "b", "c", "d"):
         assert backlog.queued("ns", _event(name, "ns"))
     assert (len(backlog), backlog.dropped) == (2, 2)
+    assert {r: _held(r) - held[r] for r in held} == {"queued": 2, "dropped": 2}  # /metrics
 
     def drained() -> bool:
         clock.advance(1.0)
@@ -147,24 +152,14 @@ def test_a_finished_job_is_published_first_and_its_pods_released_once_tokens_are
 ) -> None:
     """With every token taken by other writes, the Complete status still goes out; the
     shutdown of the cluster's pods waits, is never lost, and happens once tokens are spare."""
-    kube_api.fake  # noqa: B018 - the simulators need the fake server
-    kube = KubeClient(kube_api.api_client)
     clock = SharedClock()
     # `take` moves this clock as it waits, so normal writes always go; none is left spare
     # until the test moves the clock itself.
     bucket = TokenBucket(1000.0, 1, clock=clock, sleep=clock.sleep)
     bucket.take()
-    guarded = GuardedKube(kube, AlwaysLeader(), bucket=bucket)
-    dashboard = FakeDashboard(time.time, job_plan=JobPlan(pending_s=0.2, running_s=0.3))
-    options = Options(
-        namespaces=(kube_api.namespace,),
-        workers=2,
-        poll_interval_s=0.2,
-        settings=Settings(submitter_finished_timeout_s=30),
-    )
-    syncer = Syncer(guarded, options, dashboards=lambda url: dashboard)
-    controllers = Controllers(kube_api.api_client, namespace=kube_api.namespace)
-    rig = Rig(kube, syncer, dashboard, controllers, kube_api.namespace)
+    guarded = GuardedKube(KubeClient(kube_api.api_client), AlwaysLeader(), bucket=bucket)
+    rig = make_rig(kube_api, writer=guarded)
+    kube, syncer, controllers = rig.kube, rig.syncer, rig.controllers
     try:
         apply(kube, render(demo_job(mode="K8sJobMode"), rig.namespace), rig.namespace)
         controllers.start(interval=0.05)
@@ -194,5 +189,4 @@ def test_a_finished_job_is_published_first_and_its_pods_released_once_tokens_are
         }
         assert "Complete" in reasons, reasons
     finally:
-        syncer.stop()
-        controllers.stop()
+        rig.stop()

@@ -317,14 +317,20 @@ class Actions:
         obj = cache.get(intent.namespace, anchor.name)
         if anchor.kind == "Job" and obj is not None:
             own = views.job_health(obj)
-            if own == "Progressing" and (
-                views.success_criteria_met(obj)
-                or self._submitter_succeeded(intent.namespace, anchor.name)
-            ):
-                # The Job controller marks it Complete next: it has met its success criteria
-                # (it adds Complete once its pods are gone), or its one pod succeeded.
-                own = "Healthy"
             if _verdict_unchanged(obj, deployment, own):
+                return
+            # The Job controller marks it Complete next (it has met its success criteria
+            # and adds Complete once its pods are gone, or its one pod succeeded): Healthy
+            # in a moment, which a Complete job's verdict is too. Its verdict now still
+            # fits a job that waits for it (Running).
+            if (
+                own == "Progressing"
+                and _verdict_unchanged(obj, deployment, "Healthy")
+                and (
+                    views.success_criteria_met(obj)
+                    or self._submitter_succeeded(intent.namespace, anchor.name)
+                )
+            ):
                 return
         status.annotate(self.kube, cache, JOBS if anchor.kind == "Job" else PODS, obj, wanted)
 

@@ -128,6 +128,10 @@ def test_a_job_complete_whose_submitter_pod_succeeded_waits_for_the_job_controll
     live = anchor.kube.get(PODS, anchor.namespace, "demo-x1")
     assert live is not None
     anchor.hands.pods.upsert(live)
+    # Ray's SUCCEEDED seen before the Job controller marked the Job: the RayJob waits for
+    # it (Running), Progressing as the Job is now; then Complete, Healthy as it is next.
+    anchor.publish("Running", "SUCCEEDED")
+    assert _annotations(anchor.live()) == {}
     anchor.publish("Complete", "SUCCEEDED")
     assert _annotations(anchor.live()) == {}
     anchor.publish("Failed", "FAILED")  # a pod that succeeded says nothing of a failure
@@ -141,6 +145,7 @@ def test_a_job_complete_whose_submitter_met_its_success_criteria_is_left_unwritt
     # the syncer publishes Complete on the first, and the Job is Healthy a moment later.
     anchor.set_conditions("SuccessCriteriaMet")
     version = anchor.live()["metadata"]["resourceVersion"]
+    anchor.publish("Running", "SUCCEEDED")
     anchor.publish("Complete", "SUCCEEDED")
     assert anchor.live()["metadata"]["resourceVersion"] == version
     anchor.publish("Failed", "FAILED")  # success criteria say nothing of a Ray failure

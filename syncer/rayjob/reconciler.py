@@ -97,7 +97,7 @@ class RayJobReconciler:
         # How many `states` are Running (kept as they change: the poll spread needs it on
         # every pass, and counting 10,000 states each time would cost more than the pass).
         self._running = 0
-        self._deferrals: dict[Key, int] = {}  # passes whose release met no spare token
+        self._deferrals = _Deferrals()
         self._lock = threading.Lock()
         self._jitter = random.Random()
         pods.add_index("cluster", views.cluster_of)
@@ -234,22 +234,8 @@ class RayJobReconciler:
             self.actions.apply(intent, event, ttl_mode=ttl_mode, intent_cm=intent_cm)
         self._track(key, intent_cm, record, decision.record, observation.now)
         later = self._next_look(decision, settings.poll_interval_s)
-        retry = self._release_retry(key, deferred)
+        retry = self._deferrals.retry(key, deferred)
         return later if retry is None else min(later if later is not None else retry, retry)
-
-    def _release_retry(self, key: Key, deferred: bool) -> float | None:
-        """When to release again pods whose release waited for spare write tokens.
-
-        1 s after the first time, doubling for each pass that met no spare token, up to
-        30 s: a burst of thousands of ending jobs must not turn into thousands of passes a
-        second while the statuses of others still take every token. None: nothing waits.
-        """
-        with self._lock:
-            if not deferred:
-                self._deferrals.pop(key, None)
-                return None
-            times = self._deferrals[key] = self._deferrals.get(key, 0) + 1
-        return min(RELEASE_RETRY_S * 2.0 ** (times - 1), RELEASE_RETRY_MAX_S)
 
     @staticmethod
     def _next_look(decision: machine.Decision, poll_s: float) -> float | None:
@@ -324,7 +310,7 @@ class RayJobReconciler:
         """Set (None: drop) one key's state, keeping the Running count."""
         old = self.states.pop(key, None) if state is None else self.states.get(key)
         if state is None:
-            self._deferrals.pop(key, None)
+            self._deferrals.forget(key)
         else:
             self.states[key] = state
         self._running += (state == machine.RUNNING) - (old == machine.RUNNING)
@@ -423,3 +409,29 @@ def _state_series(ns: str, name: str, uid: str, known: str | None, new: str) -> 
     metrics.JOB_DEPLOYMENT_STATUS.labels(
         name=name, namespace=ns, uid=uid, deployment_status=new or "New"
     ).set(1)
+
+
+class _Deferrals:
+    """Per key, how many passes in a row found no spare write token to release its pods."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._times: dict[Key, int] = {}
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._times.pop(key, None)
+
+    def retry(self, key: Key, deferred: bool) -> float | None:
+        """When to release again pods whose release waited for spare write tokens.
+
+        1 s after the first time, doubling for each pass that met no spare token, up to
+        30 s: a burst of thousands of ending jobs must not turn into thousands of passes a
+        second while the statuses of others still take every token. None: nothing waits.
+        """
+        with self._lock:
+            if not deferred:
+                self._times.pop(key, None)
+                return None
+            times = self._times[key] = self._times.get(key, 0) + 1
+        return min(RELEASE_RETRY_S * 2.0 ** (times - 1), RELEASE_RETRY_MAX_S)

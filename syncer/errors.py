@@ -82,7 +82,8 @@ class DeferredWriteError(SyncerError):
     """A write of the low class found no spare token of the write budget; nothing was sent.
 
     Raised only for writes a later pass issues again by itself (releasing the pods of a
-    finished job): the pass that meets it asks to run again soon, with no backoff.
+    finished job): the pass that meets it is not a failure; it asks to run again after a
+    delay of its own (1 s, doubling to 30 s), not the error backoff.
     """
 
 

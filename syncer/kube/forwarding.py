@@ -82,14 +82,14 @@ class ForwardingKube:
 
     def create(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
         """Forward, between the write hooks."""
-        self._before_write("create", resource, _body_name(body))
+        self._before_write("create", resource, body_name(body))
         created = self._target().create(resource, namespace, body)
         self._after_write("create", resource, body)
         return created
 
     def replace(self, resource: Resource, namespace: str | None, body: Manifest) -> Manifest:
         """Forward, between the write hooks."""
-        self._before_write("replace", resource, _body_name(body))
+        self._before_write("replace", resource, body_name(body))
         replaced = self._target().replace(resource, namespace, body)
         self._after_write("replace", resource, body)
         return replaced
@@ -133,5 +133,6 @@ class ForwardingKube:
         return gone
 
 
-def _body_name(body: Manifest) -> str:
+def body_name(body: Manifest) -> str:
+    """The name in an object's metadata, as text (for messages)."""
     return str((body.get("metadata") or {}).get("name"))

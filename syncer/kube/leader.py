@@ -34,7 +34,7 @@ from typing import Any, Final
 from syncer import metrics
 from syncer.errors import ConflictError, DeferredWriteError, NotLeaderError, SyncerError
 from syncer.kube.client import EVENTS, LEASES, Kube, Resource
-from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.forwarding import ForwardingKube, body_name
 from syncer.kube.ratelimit import TokenBucket
 from syncer.kube.timestamps import micro_time
 
@@ -271,14 +271,14 @@ class GuardedKube(ForwardingKube):
         """Create; an Event with no spare token now is queued (returned as sent)."""
         if resource != EVENTS or self.events is None:
             return super().create(resource, namespace, body)
-        self._check("create", resource, str((body.get("metadata") or {}).get("name")))
+        self._check("create", resource, body_name(body))
         if self.events.queued(namespace, body):
             return body
         self.writes += 1  # `queued` took its token
         return self._inner.create(resource, namespace, body)
 
     def _send_queued(self, namespace: str | None, body: Manifest) -> None:
-        self._check("create", EVENTS, str((body.get("metadata") or {}).get("name")))
+        self._check("create", EVENTS, body_name(body))
         self.writes += 1
         self._inner.create(EVENTS, namespace, body)
 

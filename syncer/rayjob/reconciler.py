@@ -235,7 +235,9 @@ class RayJobReconciler:
         self._track(key, intent_cm, record, decision.record, observation.now)
         later = self._next_look(decision, settings.poll_interval_s)
         retry = self._deferrals.retry(key, deferred)
-        return later if retry is None else min(later if later is not None else retry, retry)
+        if retry is not None:
+            later = retry if later is None else min(later, retry)
+        return later
 
     @staticmethod
     def _next_look(decision: machine.Decision, poll_s: float) -> float | None:

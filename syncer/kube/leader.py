@@ -377,3 +377,5 @@ class EventBacklog:
                 pass  # the new leader reports what it sees
             except SyncerError as exc:
                 _LOG.info("event not recorded reason=%s error=%s", event.get("reason"), exc)
+            except Exception:  # noqa: BLE001 - one bad Event must not stop the ones behind it
+                _LOG.exception("event not recorded reason=%s", event.get("reason"))

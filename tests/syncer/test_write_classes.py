@@ -134,6 +134,39 @@ def test_a_full_event_queue_drops_new_events_and_counts_them() -> None:
     assert sent == ["a", "b"]
 
 
+def test_an_event_whose_send_breaks_does_not_stall_the_ones_behind_it() -> None:
+    """Events carry text from objects tenants write: one that the client fails on in an
+    unexpected way (not a SyncerError) is logged and skipped; the queue keeps draining and
+    the next burst still finds a sending thread."""
+    clock = SharedClock()
+    bucket = TokenBucket(1.0, 1, clock=clock, sleep=clock.sleep)
+    bucket.take()  # nothing spare: every Event below is queued
+    sent: list[str] = []
+
+    def send(namespace: str | None, event: Manifest) -> None:
+        if event["reason"] == "poison":
+            raise UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed")
+        sent.append(event["reason"])
+
+    backlog = EventBacklog(send, bucket)
+    for name in ("a", "poison", "b"):
+        assert backlog.queued("tenant-a", _event(name, "tenant-a"))
+
+    def drained() -> bool:
+        clock.advance(1.0)
+        return sent == ["a", "b"] and len(backlog) == 0
+
+    wait_until(drained, what="the Events around the broken one")
+    bucket.take()
+    assert backlog.queued("tenant-b", _event("c", "tenant-b"))
+
+    def later_sent() -> bool:
+        clock.advance(1.0)
+        return sent[-1] == "c"
+
+    wait_until(later_sent, what="a later Event")
+
+
 def test_a_deferring_view_writes_from_spare_tokens_or_not_at_all(kube_api: KubeApi) -> None:
     clock = SharedClock()
     bucket = TokenBucket(1.0, 1, clock=clock, sleep=clock.sleep)

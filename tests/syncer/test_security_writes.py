@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -40,7 +40,8 @@ class Lease:
 
     def __init__(self) -> None:
         self.valid = True
-        self.lost_after_writes: int | None = None
+        # The lease goes right after the first write this returns True for.
+        self.lost_after: Callable[[str, Resource, Manifest], bool] | None = None
 
     def is_fresh(self) -> bool:
         return self.valid
@@ -50,7 +51,7 @@ class Lease:
 
 
 class LosingLease(GuardedKube):
-    """Counts writes; the lease is lost right after the `lease.lost_after_writes`-th one."""
+    """Counts writes; the lease is lost right after the first one `lease.lost_after` picks."""
 
     def __init__(self, kube: KubeClient, lease: Lease) -> None:
         super().__init__(kube, lease)  # type: ignore[arg-type]  # a test lease
@@ -59,8 +60,8 @@ class LosingLease(GuardedKube):
 
     def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
         self.sent += 1
-        limit = self.lease.lost_after_writes
-        if limit is not None and self.sent >= limit:
+        picks = self.lease.lost_after
+        if picks is not None and picks(verb, resource, body):
             self.lease.valid = False
 
 
@@ -106,6 +107,16 @@ def _status_of(rig: Rig, name: str) -> Manifest:
         return {}
     record: Manifest = json.loads(cm["data"][status.STATUS_KEY])
     return record
+
+
+def _publishes_complete(resource: Resource, body: Manifest) -> bool:
+    """Whether a write (an object, or a merge patch) records a Complete RayJob status."""
+    if resource != CONFIGMAPS:
+        return False
+    record = (body.get("data") or {}).get(status.STATUS_KEY)
+    if record is None:
+        return False
+    return bool(json.loads(record).get("status", {}).get("jobDeploymentStatus") == "Complete")
 
 
 def _events(rig: Rig, reason: str) -> list[Manifest]:
@@ -268,24 +279,30 @@ def test_a_forged_status_record_drives_no_stop_and_no_cleanup(rig: Rig, kube_api
 def test_no_write_reaches_the_server_after_the_lease_is_lost_mid_pass(
     rig: Rig, kube_api: KubeApi
 ) -> None:
+    # The job's end makes a pass of several writes: the Complete status first, then its
+    # Event and the release of the cluster's pods. The lease goes right after that status.
+    # (Picked by content, not by count: how many Running-status passes come before the end
+    # depends on how fast the machine is.)
+    status_name = naming.status_configmap_name("demo")
+    kube = rig.syncer.engine.kube
+    assert isinstance(kube, LosingLease)
+    kube.lease.lost_after = lambda verb, resource, body: _publishes_complete(resource, body)
     apply(rig.kube, render(_job("demo"), rig.namespace), rig.namespace)
     rig.controllers.start(interval=0.05)
     rig.syncer.start()
-    submission = play_submitter(rig)
-    assert submission
-    # The job's end makes a pass of several writes (status, anchor annotation, Events, pod
-    # shutdowns); the lease goes after the first of them.
-    kube = rig.syncer.engine.kube
-    assert isinstance(kube, LosingLease)
-    kube.lease.lost_after_writes = kube.sent + 1
     since = kube_api.fake.audit.mark()
-    wait_until(lambda: not kube.lease.valid, timeout=60, what="the first write of the end")
+    assert play_submitter(rig)
+    wait_until(lambda: not kube.lease.valid, timeout=60, what="the Complete status written")
     lost_at = kube_api.fake.audit.mark()
     time.sleep(2.0)
     after = kube_api.fake.audit.writes(since=lost_at)
     assert [r for r in after if r.user_agent == SYNCER_AGENT] == []  # nothing after the loss
-    before = kube_api.fake.audit.writes(since=since)
-    assert len([r for r in before if r.user_agent == SYNCER_AGENT]) == 1
+    mine = [r for r in kube_api.fake.audit.writes(since=since) if r.user_agent == SYNCER_AGENT]
+    assert (mine[-1].resource, mine[-1].name) == ("configmaps", status_name)
+    assert rig.status()["jobDeploymentStatus"] == "Complete"
     assert rig.syncer.engine.stats["not_leader"] >= 1  # the pass was cut short, not finished
+    pods, _ = rig.kube.list(PODS, rig.namespace)
+    for pod in pods:  # and what it would have done next did not happen
+        assert naming.SHUTDOWN_REQUESTED not in (pod["metadata"].get("annotations") or {})
     with pytest.raises(NotLeaderError):
         kube.patch(PODS, rig.namespace, "any", {})

@@ -102,6 +102,9 @@ def integer(value: Any, path: str, default: int = 0) -> int:
     return value
 
 
+_CLAIMED_URL: Final = re.compile(r"http://([^:/]*)(?::(\d{1,5}))?/?")
+
+
 def dashboard_url(
     namespace: str, head_service: str, claimed: Any, cluster_domain: str = "cluster.local"
 ) -> str:
@@ -120,10 +123,12 @@ def dashboard_url(
         if not isinstance(claimed, str):
             raise IntentError("derived dashboardURL in the intent is not a string")
         text = claimed if "://" in claimed else f"http://{claimed}"
-        match = re.fullmatch(rf"http://{re.escape(host)}(?::(\d{{1,5}}))?/?", text)
-        if match is None or not 0 < int(match.group(1) or port) < 65536:
+        # One fixed pattern, the host compared as text: a pattern built per host would be
+        # compiled again for every job once there are more than `re`'s cache holds (512).
+        match = _CLAIMED_URL.fullmatch(text)
+        if match is None or match.group(1) != host or not 0 < int(match.group(2) or port) < 65536:
             raise IntentError(f"derived dashboardURL {claimed!r} is not http://{host}:<port>")
-        port = int(match.group(1) or port)
+        port = int(match.group(2) or port)
     return f"http://{host}:{port}"
 
 

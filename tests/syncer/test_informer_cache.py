@@ -1,0 +1,111 @@
+"""The informer's cache: packed objects, private copies, and objects it cannot keep (issue 13).
+
+Each cached object is kept as one `marshal` blob and every read decodes a copy of its own.
+These tests drive one `Informer.run` through a scripted list and watch (no server), then
+check what a caller can and cannot do to the cache: change a copy (the cache must not
+see it), and hand the informer an object nested too deep to pack, as a tenant may write
+one (it must be skipped and counted, the others cached, the watch go on).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from syncer.kube.client import CONFIGMAPS, Manifest, WatchEvent
+from syncer.kube.forwarding import ForwardingKube
+from syncer.kube.informer import Informer, keep_all, pack, unpack
+
+
+def _cm(name: str, version: str, **data: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "resourceVersion": version,
+            "labels": {"app": name.split("-")[0]},
+        },
+        "data": dict(data),
+    }
+
+
+class Scripted(ForwardingKube):
+    """Lists `listed`, then one watch delivers `events` and the informer is stopped."""
+
+    def __init__(
+        self, listed: Sequence[Manifest], events: Sequence[WatchEvent], stop: threading.Event
+    ) -> None:
+        super().__init__(None)  # type: ignore[arg-type]  # no server behind it
+        self.listed = list(listed)
+        self.events = list(events)
+        self.stop = stop
+
+    def list_pages(self, *args: Any, **kwargs: Any) -> Iterator[tuple[list[Manifest], str]]:
+        yield [dict(obj) for obj in self.listed], "10"
+
+    def watch(self, *args: Any, **kwargs: Any) -> Iterator[WatchEvent]:
+        yield from self.events
+        self.stop.set()
+
+
+def _run(listed: Sequence[Manifest], events: Sequence[WatchEvent] = ()) -> Informer:
+    stopped = threading.Event()
+    informer = Informer(Scripted(listed, events, stopped), CONFIGMAPS, "ns", project=keep_all)
+    informer.add_index("app", lambda obj: [obj["metadata"]["labels"]["app"]])
+    informer._stop = stopped  # one run: list, one watch, stop
+    informer.run()
+    return informer
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    inner: dict[str, Any] = {}
+    for _ in range(depth):
+        inner = {"x": inner}
+    return inner
+
+
+def test_what_a_read_returns_is_a_copy_the_cache_does_not_share() -> None:
+    informer = _run([_cm("web-a", "1", key="one")])
+    got = informer.get("ns", "web-a")
+    assert got is not None
+    got["data"]["key"] = "changed"
+    got["metadata"]["labels"]["app"] = "other"
+    informer.items()[0]["data"].clear()
+    informer.by_index("app", "web")[0]["metadata"]["name"] = "renamed"
+    again = informer.get("ns", "web-a")
+    assert again == _cm("web-a", "1", key="one")
+    assert again is not got
+    assert [o["metadata"]["name"] for o in informer.by_index("app", "web")] == ["web-a"]
+
+
+def test_an_object_too_deep_to_pack_is_skipped_and_the_rest_are_kept() -> None:
+    deep = _cm("deep-a", "2")
+    deep["data"] = _nested(5_000)  # more levels than marshal writes (and than JSON reads)
+    later_deep = _cm("deep-b", "4")
+    later_deep["data"] = _nested(5_000)
+    informer = _run(
+        [_cm("web-a", "1"), deep],
+        [WatchEvent("ADDED", later_deep), WatchEvent("ADDED", _cm("web-b", "5"))],
+    )
+    assert informer.skipped == 2  # one from the list, one from the watch
+    assert informer.crashes == 0
+    assert sorted(o["metadata"]["name"] for o in informer.items()) == ["web-a", "web-b"]
+    assert informer.get("ns", "deep-a") is None
+    assert informer.resource_version == "5"  # the watch went on past the bad event
+
+
+def test_a_watch_event_replaces_the_packed_object_and_its_index() -> None:
+    modified = _cm("web-a", "11", key="two")
+    modified["metadata"]["labels"]["app"] = "api"
+    informer = _run([_cm("web-a", "1", key="one")], [WatchEvent("MODIFIED", modified)])
+    assert informer.get("ns", "web-a") == modified
+    assert informer.by_index("app", "web") == []
+    assert informer.by_index("app", "api") == [modified]
+
+
+def test_pack_and_unpack_keep_json_values_and_bytes() -> None:
+    obj = {"a": [1, 2.5, None, True, "text"], "b": {"c": b"\x00\xff"}, "d": {}}
+    assert unpack(pack(obj)) == obj

@@ -15,10 +15,12 @@ The bucket serves two classes (issue 13). Status and other writes a user waits o
 tokens in turn (`TokenBucket.take`). Events and the releases of a finished job's pods,
 which can come later without anyone waiting on them, use only spare tokens
 (`TokenBucket.spare`): when many jobs end at once, their statuses go out first. An Event
-that finds no spare token joins `EventBacklog` (sent by its own thread, oldest first; at
-most 10,000 wait, kept as JSON, and newer ones are dropped, as client-go's event
-broadcaster drops what its queue of 1,000 cannot hold); a
-release that finds none raises `DeferredWriteError`, and its pass runs again soon.
+that finds no spare token joins `EventBacklog`: at most 10,000 wait, kept as JSON, in one
+queue per namespace, and its own thread sends them one namespace at a time in turn,
+oldest first within each. When it is full, the namespace holding the most loses its
+newest Event, so a tenant that floods Events loses only its own (client-go's event
+broadcaster also drops what its queue of 1,000 cannot hold). A release that finds no
+spare token raises `DeferredWriteError`, and its pass runs again soon.
 """
 
 from __future__ import annotations
@@ -310,13 +312,83 @@ EVENT_BACKLOG: Final = 10_000
 _IDLE_EXIT_S: Final = 5.0  # the sending thread ends after this long with nothing queued
 
 
+class _Fifos:
+    """Queued Events as JSON, one FIFO per namespace; the caller holds the lock.
+
+    The dict's order is the turn order: a namespace goes to the back after each turn and
+    leaves the dict when its FIFO empties, so only namespaces with Events waiting have
+    an entry. `_by_size` maps a FIFO length to the namespaces holding that many, so the
+    namespace holding the most is known without a scan of every namespace.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.fifos: dict[str | None, deque[bytes]] = {}
+        self._by_size: dict[int, dict[str | None, None]] = {}  # dicts as ordered sets
+        self._most = 0
+
+    def size(self, namespace: str | None) -> int:
+        """How many Events `namespace` has queued."""
+        fifo = self.fifos.get(namespace)
+        return len(fifo) if fifo is not None else 0
+
+    def largest(self) -> tuple[str | None, int]:
+        """The namespace holding the most (the first to get there on a tie), and how many."""
+        if not self._most:
+            return None, 0  # nothing queued (a limit of 0): every arrival is dropped
+        return next(iter(self._by_size[self._most])), self._most
+
+    def push(self, namespace: str | None, text: bytes) -> None:
+        """Queue `text` as the newest Event of `namespace`."""
+        fifo = self.fifos.setdefault(namespace, deque())
+        fifo.append(text)
+        self._resized(namespace, len(fifo) - 1, len(fifo))
+
+    def pop_next(self) -> tuple[str | None, bytes]:
+        """The oldest Event of the namespace whose turn it is; it goes to the back."""
+        namespace = next(iter(self.fifos))
+        fifo = self.fifos.pop(namespace)
+        text = fifo.popleft()
+        if fifo:
+            self.fifos[namespace] = fifo
+        self._resized(namespace, len(fifo) + 1, len(fifo))
+        return namespace, text
+
+    def drop_newest(self, namespace: str | None) -> None:
+        """Forget the newest Event of `namespace`."""
+        fifo = self.fifos[namespace]
+        fifo.pop()
+        if not fifo:
+            del self.fifos[namespace]
+        self._resized(namespace, len(fifo) + 1, len(fifo))
+
+    def _resized(self, namespace: str | None, old: int, new: int) -> None:
+        self.total += new - old
+        if old:
+            holders = self._by_size[old]
+            del holders[namespace]
+            if not holders:
+                del self._by_size[old]
+                if old == self._most:
+                    # Sizes move by one: `new` is held now (by `namespace`), or nothing is.
+                    self._most = new
+        if new:
+            self._by_size.setdefault(new, {})[namespace] = None
+            self._most = max(self._most, new)
+
+
 class EventBacklog:
-    """Events waiting for a spare write token; one thread sends them, oldest first.
+    """Events waiting for a spare write token, a fair share per namespace; one thread sends.
 
     `queued` is the entry: False when the Event may go out now (a spare token was taken
-    and nothing older waits), else it joins the queue (True), or is dropped when the
-    queue is full. The thread starts when an Event is queued and ends when the queue
-    has stayed empty for a while, so an idle syncer keeps no thread for it.
+    and nothing waits), else it joins its namespace's queue (True). The thread serves the
+    namespaces in turn, one Event each, oldest first within a namespace, so a flood does
+    not hold up another namespace's Events by more than one turn. When `limit` Events
+    wait, an Event from a namespace with fewer than the most pushes out the newest Event
+    of the one holding the most; an Event from that namespace (or one tied with it) is
+    dropped. Either way one Event is dropped and counted. The thread starts when an Event
+    is queued and ends when nothing has waited for a while, so an idle syncer keeps no
+    thread for it.
     """
 
     def __init__(
@@ -332,20 +404,23 @@ class EventBacklog:
         self._limit = limit
         self._sleep = sleep
         self._lock = threading.Condition()
-        self._queue: deque[tuple[str | None, bytes]] = deque()
+        self._queue = _Fifos()
         self._thread: threading.Thread | None = None
         self.dropped = 0
 
     def queued(self, namespace: str | None, event: Manifest) -> bool:
         """Whether `event` was queued or dropped (True) rather than cleared to go now."""
         with self._lock:
-            if not self._queue and self._bucket.spare():
+            if not self._queue.total and self._bucket.spare():
                 return False
-            if len(self._queue) >= self._limit:
+            if self._queue.total >= self._limit:
+                largest, most = self._queue.largest()
                 self.dropped += 1
                 metrics.EVENTS_HELD.labels("dropped").inc()
-                return True
-            self._queue.append((namespace, json.dumps(event, separators=(",", ":")).encode()))
+                if self._queue.size(namespace) >= most:
+                    return True  # it holds the most already: its own Event is the one dropped
+                self._queue.drop_newest(largest)
+            self._queue.push(namespace, json.dumps(event, separators=(",", ":")).encode())
             metrics.EVENTS_HELD.labels("queued").inc()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="events", daemon=True)
@@ -355,21 +430,28 @@ class EventBacklog:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._queue)
+            return self._queue.total
+
+    @property
+    def namespaces_waiting(self) -> int:
+        """How many namespaces have Events queued."""
+        with self._lock:
+            return len(self._queue.fifos)
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
+                if not self._queue.total:
                     self._lock.wait(_IDLE_EXIT_S)
-                if not self._queue:
+                if not self._queue.total:
                     self._thread = None
                     return
-                namespace, text = self._queue[0]
             while not self._bucket.spare():
                 self._sleep(min(0.05, 1.0 / self._bucket.qps))
             with self._lock:
-                self._queue.popleft()
+                # Only this thread takes Events out (a full queue swaps one for another),
+                # so the queue it saw non-empty still is.
+                namespace, text = self._queue.pop_next()
             event = json.loads(text)
             try:
                 self._send(namespace, event)

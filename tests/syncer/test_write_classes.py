@@ -1,7 +1,8 @@
 """The write budget's two classes (issue 13): statuses first, Events and releases from spare tokens.
 
 `TokenBucket.spare` serves only what `take` leaves over; `GuardedKube` sends an Event now when
-a spare token is there and queues it otherwise (`EventBacklog`, oldest first, bounded); a
+a spare token is there and queues it otherwise (`EventBacklog`: bounded, one queue per
+namespace sent in turn, oldest first in each, a flood losing only its own Events); a
 finished job's pod release that meets no spare token is issued again by a later pass. The
 buckets here run on a clock the test moves, so "no spare token" lasts exactly as long as the
 test says.
@@ -165,6 +166,94 @@ def test_an_event_whose_send_breaks_does_not_stall_the_ones_behind_it() -> None:
         return sent[-1] == "c"
 
     wait_until(later_sent, what="a later Event")
+
+
+class _Starved:
+    """An `EventBacklog` whose bucket has nothing spare until the test moves the clock.
+
+    `sent` lists (namespace, reason) in the order the sending thread sent them.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.clock = SharedClock()
+        bucket = TokenBucket(1.0, 1, clock=self.clock, sleep=self.clock.sleep)
+        bucket.take()  # nothing spare: every Event is queued or dropped
+        self.sent: list[tuple[str | None, str]] = []
+        self.backlog = EventBacklog(
+            lambda ns, e: self.sent.append((ns, e["reason"])), bucket, limit=limit
+        )
+
+    def queue(self, namespace: str | None, *names: str) -> None:
+        for name in names:
+            assert self.backlog.queued(namespace, _event(name, namespace or "default"))
+
+    def drain(self) -> list[tuple[str | None, str]]:
+        def drained() -> bool:
+            self.clock.advance(1.0)  # one token comes spare
+            return len(self.backlog) == 0
+
+        wait_until(drained, what="the queued Events")
+        return self.sent
+
+
+def test_a_flood_that_fills_the_backlog_loses_its_own_newest_events() -> None:
+    """A tenant flapping its own objects floods Events (DESIGN §1.1: hostile input is
+    contained): once the backlog is full, another namespace's Events still get in, each
+    pushing out the flood's newest one, and the flood's own arrivals are dropped."""
+    rig = _Starved(limit=5)
+    held = {result: _held(result) for result in ("queued", "dropped")}
+    rig.queue("flood", "f0", "f1", "f2", "f3", "f4")
+    rig.queue("quiet", "q0")  # full: pushes out f4
+    rig.queue("flood", "f5")  # the flood holds the most: its own arrival is dropped
+    rig.queue("quiet", "q1")  # pushes out f3
+    assert (len(rig.backlog), rig.backlog.dropped) == (5, 3)
+    assert {r: _held(r) - held[r] for r in held} == {"queued": 7, "dropped": 3}  # /metrics
+    sent = rig.drain()
+    assert sorted(reason for _, reason in sent) == ["f0", "f1", "f2", "q0", "q1"]
+
+
+def test_a_namespace_tied_for_the_most_loses_its_own_arrival() -> None:
+    rig = _Starved(limit=4)
+    rig.queue("a", "a0", "a1")
+    rig.queue("b", "b0", "b1")
+    rig.queue("b", "b2")  # tied with a: dropped, a keeps its share
+    rig.queue("c", "c0")  # fewer than both: pushes out the newest of one of them
+    assert (len(rig.backlog), rig.backlog.dropped) == (4, 2)
+    reasons = sorted(reason for _, reason in rig.drain())
+    assert "b2" not in reasons and "c0" in reasons
+    assert reasons in (["a0", "a1", "b0", "c0"], ["a0", "b0", "b1", "c0"])
+
+
+def test_another_namespace_waits_at_most_one_turn_behind_a_flood() -> None:
+    rig = _Starved(limit=100)
+    flood = [f"f{i}" for i in range(12)]
+    rig.queue("flood", *flood)
+    rig.queue("quiet", "q0")
+    rig.queue(None, "n0")  # no namespace: a key of its own
+    assert rig.drain() == [
+        ("flood", "f0"),
+        ("quiet", "q0"),
+        (None, "n0"),
+        *[("flood", name) for name in flood[1:]],
+    ]
+
+
+def test_each_namespace_sends_oldest_first_one_event_per_turn() -> None:
+    rig = _Starved(limit=100)
+    rig.queue("a", "a0", "a1", "a2")
+    rig.queue("b", "b0", "b1")
+    assert [reason for _, reason in rig.drain()] == ["a0", "b0", "a1", "b1", "a2"]
+
+
+def test_a_namespace_with_nothing_queued_leaves_no_entry() -> None:
+    rig = _Starved(limit=2)
+    rig.queue("a", "a0")
+    rig.queue("b", "b0")
+    assert rig.backlog.namespaces_waiting == 2
+    rig.queue("c", "c0")  # full: pushes out a's only Event, so a is gone
+    assert (rig.backlog.namespaces_waiting, rig.backlog.dropped) == (2, 1)
+    assert {ns for ns, _ in rig.drain()} == {"b", "c"}
+    assert (rig.backlog.namespaces_waiting, len(rig.backlog)) == (0, 0)
 
 
 def test_a_deferring_view_writes_from_spare_tokens_or_not_at_all(kube_api: KubeApi) -> None:

@@ -31,10 +31,18 @@ class Cache:
         *,
         label_selector: str | None = None,
         project: Projection = keep_all,
+        packed: bool = False,
     ) -> Cache:
-        """A cache fed by one informer per namespace (None: all namespaces)."""
+        """A cache fed by one informer per namespace (None: all namespaces; `Informer.packed`)."""
         informers = [
-            Informer(kube, resource, namespace, label_selector=label_selector, project=project)
+            Informer(
+                kube,
+                resource,
+                namespace,
+                label_selector=label_selector,
+                project=project,
+                packed=packed,
+            )
             for namespace in namespaces
         ]
         return cls(resource, informers)

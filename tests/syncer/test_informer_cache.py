@@ -1,10 +1,11 @@
 """The informer's cache: packed objects, private copies, and objects it cannot keep (issue 13).
 
-Each cached object is kept as one `marshal` blob and every read decodes a copy of its own.
-These tests drive one `Informer.run` through a scripted list and watch (no server), then
-check what a caller can and cannot do to the cache: change a copy (the cache must not
-see it), and hand the informer an object nested too deep to pack, as a tenant may write
-one (it must be skipped and counted, the others cached, the watch go on).
+A packed informer keeps each object as one `marshal` blob and every read decodes a copy
+of its own; the others keep compacted dicts. These tests drive one `Informer.run` through
+a scripted list and watch (no server), then check what a caller can and cannot do to the
+cache: change a packed copy (the cache must not see it), and hand either kind an object
+nested too deep to keep, as a tenant may write one (it must be skipped and counted, the
+others cached, the watch go on).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import pytest
 
 from syncer.kube.client import CONFIGMAPS, Manifest, WatchEvent
 from syncer.kube.forwarding import ForwardingKube
@@ -51,9 +54,12 @@ class Scripted(ForwardingKube):
         self.stop.set()
 
 
-def _run(listed: Sequence[Manifest], events: Sequence[WatchEvent] = ()) -> Informer:
+def _run(
+    listed: Sequence[Manifest], events: Sequence[WatchEvent] = (), *, packed: bool = True
+) -> Informer:
     stopped = threading.Event()
-    informer = Informer(Scripted(listed, events, stopped), CONFIGMAPS, "ns", project=keep_all)
+    kube = Scripted(listed, events, stopped)
+    informer = Informer(kube, CONFIGMAPS, "ns", project=keep_all, packed=packed)
     informer.add_index("app", lambda obj: [obj["metadata"]["labels"]["app"]])
     informer._stop = stopped  # one run: list, one watch, stop
     informer.run()
@@ -67,7 +73,7 @@ def _nested(depth: int) -> dict[str, Any]:
     return inner
 
 
-def test_what_a_read_returns_is_a_copy_the_cache_does_not_share() -> None:
+def test_what_a_packed_informer_returns_is_a_copy_the_cache_does_not_share() -> None:
     informer = _run([_cm("web-a", "1", key="one")])
     got = informer.get("ns", "web-a")
     assert got is not None
@@ -81,14 +87,16 @@ def test_what_a_read_returns_is_a_copy_the_cache_does_not_share() -> None:
     assert [o["metadata"]["name"] for o in informer.by_index("app", "web")] == ["web-a"]
 
 
-def test_an_object_too_deep_to_pack_is_skipped_and_the_rest_are_kept() -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_an_object_too_deep_to_keep_is_skipped_and_the_rest_are_kept(packed: bool) -> None:
     deep = _cm("deep-a", "2")
-    deep["data"] = _nested(5_000)  # more levels than marshal writes (and than JSON reads)
+    deep["data"] = _nested(5_000)  # more levels than marshal writes, or compact recurses
     later_deep = _cm("deep-b", "4")
     later_deep["data"] = _nested(5_000)
     informer = _run(
         [_cm("web-a", "1"), deep],
         [WatchEvent("ADDED", later_deep), WatchEvent("ADDED", _cm("web-b", "5"))],
+        packed=packed,
     )
     assert informer.skipped == 2  # one from the list, one from the watch
     assert informer.crashes == 0
@@ -97,10 +105,13 @@ def test_an_object_too_deep_to_pack_is_skipped_and_the_rest_are_kept() -> None:
     assert informer.resource_version == "5"  # the watch went on past the bad event
 
 
-def test_a_watch_event_replaces_the_packed_object_and_its_index() -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_watch_event_replaces_the_object_and_its_index(packed: bool) -> None:
     modified = _cm("web-a", "11", key="two")
     modified["metadata"]["labels"]["app"] = "api"
-    informer = _run([_cm("web-a", "1", key="one")], [WatchEvent("MODIFIED", modified)])
+    informer = _run(
+        [_cm("web-a", "1", key="one")], [WatchEvent("MODIFIED", modified)], packed=packed
+    )
     assert informer.get("ns", "web-a") == modified
     assert informer.by_index("app", "web") == []
     assert informer.by_index("app", "api") == [modified]

@@ -21,7 +21,7 @@ import marshal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 from syncer.errors import GoneError, SyncerError
@@ -106,6 +106,16 @@ def _bucket_add(index: dict[Hashable, Bucket], value: Hashable, key: Key) -> Non
         bucket.add(key)
     elif bucket != key:
         index[value] = {bucket, key}
+
+
+def _bucket_remove(index: dict[Hashable, Bucket], value: Hashable, key: Key) -> None:
+    bucket = index.get(value)
+    if bucket == key:
+        del index[value]
+    elif isinstance(bucket, set):
+        bucket.discard(key)
+        if len(bucket) == 1:
+            index[value] = next(iter(bucket))
 
 
 class Informer:
@@ -199,13 +209,7 @@ class Informer:
         for name, values in self._indexers.items():
             index = self._indices[name]
             for value in values(obj):
-                bucket = index.get(value)
-                if bucket == key:
-                    del index[value]
-                elif isinstance(bucket, set):
-                    bucket.discard(key)
-                    if len(bucket) == 1:
-                        index[value] = next(iter(bucket))
+                _bucket_remove(index, value, key)
 
     def _index_add_locked(self, key: Key, obj: Manifest) -> None:
         for name, values in self._indexers.items():
@@ -371,17 +375,8 @@ class Informer:
         self.relists += 1
         self.progress_at = time.monotonic()
         self._synced.set()
-        for key, stored in fresh.items():
-            before = old.get(key)
-            if before is None:
-                self._notify("ADDED", self._load(stored))
-            elif before != stored:  # changed while the watch was away (or only its version)
-                obj, was = self._load(stored), self._load(before)
-                if _version(was) != _version(obj) and not same_content(was, obj):
-                    self._notify("MODIFIED", obj)
-        for key, stored in old.items():
-            if key not in fresh:
-                self._notify("DELETED", self._load(stored))
+        for kind, obj in _changes(old, fresh, self._load):
+            self._notify(kind, obj)
 
     def _watch_once(self) -> int:
         """One watch until it ends; how many events (bookmarks included) it delivered."""
@@ -422,6 +417,23 @@ class Informer:
                 handler(kind, obj)
             except Exception:  # noqa: BLE001 - a handler bug must not kill the informer
                 _LOG.exception("informer handler failed resource=%s", self.resource.plural)
+
+
+def _changes(
+    old: dict[Key, Stored], fresh: dict[Key, Stored], load: Callable[[Stored], Manifest]
+) -> Iterator[tuple[str, Manifest]]:
+    """(event type, object) for what a relist found changed since the cache `old`."""
+    for key, stored in fresh.items():
+        before = old.get(key)
+        if before is None:
+            yield "ADDED", load(stored)
+        elif before != stored:  # changed while the watch was away (or only its version)
+            obj, was = load(stored), load(before)
+            if _version(was) != _version(obj) and not same_content(was, obj):
+                yield "MODIFIED", obj
+    for key, stored in old.items():
+        if key not in fresh:
+            yield "DELETED", load(stored)
 
 
 def same_content(a: Manifest, b: Manifest) -> bool:

@@ -31,18 +31,10 @@ class Cache:
         *,
         label_selector: str | None = None,
         project: Projection = keep_all,
-        packed: bool = False,
     ) -> Cache:
-        """A cache fed by one informer per namespace (None: all namespaces; `Informer.packed`)."""
+        """A cache fed by one informer per namespace (None: all namespaces)."""
         informers = [
-            Informer(
-                kube,
-                resource,
-                namespace,
-                label_selector=label_selector,
-                project=project,
-                packed=packed,
-            )
+            Informer(kube, resource, namespace, label_selector=label_selector, project=project)
             for namespace in namespaces
         ]
         return cls(resource, informers)

@@ -5,10 +5,7 @@ resumes from the last version seen (bookmarks included), and `410 Gone` means li
 again. A watch that ends within `SHORT_WATCH_S` with no event counts as a failure and
 backs off, as client-go's reflector treats a "very short watch" (review L5): a server that
 closes every watch at once is not hammered. Objects are cut down by a projection before
-they are cached, as dicts whose keys and short strings are shared with the other cached
-objects (`compact`), or, for an informer made `packed`, as one `marshal` blob each: the
-engine's intent and status ConfigMaps, whose projection is mostly one long string, keep
-about half the memory that way and unpack in ~5 us. Handlers learn about changes
+they are cached, so thousands of pods stay small in memory. Handlers learn about changes
 (a MODIFIED event that changes nothing the projection keeps, such as the echo of a write
 this process cached already, or an annotation a projection drops, is not one); they must
 not block.
@@ -17,11 +14,10 @@ not block.
 from __future__ import annotations
 
 import logging
-import marshal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from syncer.errors import GoneError, SyncerError
@@ -54,8 +50,8 @@ def compact(value: Any) -> Any:
     """`value` with its dict keys and short strings interned, in place where it can.
 
     Cached objects repeat the same label keys, label values and field names thousands
-    of times, and one job's objects its name and uids; each JSON decode makes its own
-    copies. Sharing them saves about a third of what ten thousand pods cost in the cache.
+    of times; each JSON decode makes its own copies. Sharing them saves about a third
+    of what ten thousand pods cost in the cache.
     """
     if isinstance(value, dict):
         items = list(value.items())
@@ -74,24 +70,6 @@ def compact(value: Any) -> Any:
     return value
 
 
-def pack(obj: Manifest) -> bytes:
-    """The cached form of a projected object in a packed informer (JSON types and bytes)."""
-    return marshal.dumps(obj)
-
-
-def unpack(blob: bytes) -> Manifest:
-    """A fresh copy of the object `pack` made `blob` from."""
-    obj: Manifest = marshal.loads(blob)
-    return obj
-
-
-def _kept(obj: Manifest) -> Manifest:
-    return obj
-
-
-Stored = Any  # a cached object: a compacted Manifest, or a packed informer's bytes
-
-
 # An index maps a value to the one key that has it (most values: a job's cluster has one
 # head Pod, a Job one submitter pod) or to a set of keys: a one-key set costs 216 bytes,
 # five of them per job at ten thousand jobs ~10 MB.
@@ -108,16 +86,6 @@ def _bucket_add(index: dict[Hashable, Bucket], value: Hashable, key: Key) -> Non
         index[value] = {bucket, key}
 
 
-def _bucket_remove(index: dict[Hashable, Bucket], value: Hashable, key: Key) -> None:
-    bucket = index.get(value)
-    if bucket == key:
-        del index[value]
-    elif isinstance(bucket, set):
-        bucket.discard(key)
-        if len(bucket) == 1:
-            index[value] = next(iter(bucket))
-
-
 class Informer:
     """A cache of one resource in one namespace (or all), kept current by list+watch."""
 
@@ -132,19 +100,14 @@ class Informer:
         handlers: Iterable[Handler] = (),
         backoff: Callable[[int], float] | None = None,
         watch_timeout_s: int = 300,
-        packed: bool = False,
     ) -> None:
         self.resource = resource
         self.namespace = namespace
         self._kube = kube
         self._selector = label_selector
-        self._project_raw = project
-        # What the cache holds, and how a read gets the object back: packed, a private copy
-        # (no caller can change the cache); else the compacted object itself, shared.
-        self._store: Callable[[Manifest], Stored] = pack if packed else compact
-        self._load: Callable[[Stored], Manifest] = unpack if packed else _kept
+        self._project_raw: Projection = lambda obj: compact(project(obj))
         self._handlers = list(handlers)
-        self._cache: dict[Key, Stored] = {}
+        self._cache: dict[Key, Manifest] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -164,16 +127,14 @@ class Informer:
     # --- reading ---------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> Manifest | None:
-        """The cached object (a packed informer's: a copy of its own), or None."""
+        """The cached object, or None."""
         with self._lock:
-            stored = self._cache.get((namespace, name))
-        return None if stored is None else self._load(stored)
+            return self._cache.get((namespace, name))
 
     def items(self) -> list[Manifest]:
-        """A snapshot of every cached object (a packed informer's: copies)."""
+        """A snapshot of every cached object."""
         with self._lock:
-            stored = list(self._cache.values())
-        return [self._load(item) for item in stored]
+            return list(self._cache.values())
 
     def __len__(self) -> int:
         with self._lock:
@@ -193,23 +154,28 @@ class Informer:
         with self._lock:
             self._indexers[name] = values
             self._indices[name] = {}
-            for key, stored in self._cache.items():
-                for value in values(self._load(stored)):
+            for key, obj in self._cache.items():
+                for value in values(obj):
                     _bucket_add(self._indices[name], value, key)
 
     def by_index(self, name: str, value: Hashable) -> list[Manifest]:
-        """The cached objects whose index `name` holds `value` (packed: copies)."""
+        """The cached objects whose index `name` holds `value`."""
         with self._lock:
             bucket = self._indices[name].get(value)
             keys = () if bucket is None else bucket if isinstance(bucket, set) else (bucket,)
-            stored = [self._cache[k] for k in keys if k in self._cache]
-        return [self._load(item) for item in stored]
+            return [self._cache[k] for k in keys if k in self._cache]
 
     def _index_remove_locked(self, key: Key, obj: Manifest) -> None:
         for name, values in self._indexers.items():
             index = self._indices[name]
             for value in values(obj):
-                _bucket_remove(index, value, key)
+                bucket = index.get(value)
+                if bucket == key:
+                    del index[value]
+                elif isinstance(bucket, set):
+                    bucket.discard(key)
+                    if len(bucket) == 1:
+                        index[value] = next(iter(bucket))
 
     def _index_add_locked(self, key: Key, obj: Manifest) -> None:
         for name, values in self._indexers.items():
@@ -222,29 +188,26 @@ class Informer:
             for value in found:
                 _bucket_add(self._indices[name], value, key)
 
-    def _store_locked(self, key: Key, obj: Manifest | None, stored: Stored = None) -> Stored:
-        """Cache `obj` (kept as `stored`), or (None) drop the key; what was cached before."""
+    def _store_locked(self, key: Key, obj: Manifest | None) -> None:
         old = self._cache.get(key)
-        if old is not None and self._indexers:
-            self._index_remove_locked(key, self._load(old))
+        if old is not None:
+            self._index_remove_locked(key, old)
         if obj is None:
             self._cache.pop(key, None)
         else:
-            self._cache[key] = stored
+            self._cache[key] = obj
             self._index_add_locked(key, obj)
-        return old
 
     def upsert(self, obj: Manifest) -> None:
         """Put an object this process just wrote, unless the cache already has a newer one."""
-        made = self._project(obj)
-        if made is None:
+        projected = self._project(obj)
+        if projected is None:
             return
-        projected, stored = made
         key = key_of(projected)
         with self._lock:
             current = self._cache.get(key)
-            if current is None or _newer(projected, self._load(current)):
-                self._store_locked(key, projected, stored)
+            if current is None or _newer(projected, current):
+                self._store_locked(key, projected)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop an object this process just deleted."""
@@ -255,11 +218,10 @@ class Informer:
         """Call `handler(event_type, object)` on every change."""
         self._handlers.append(handler)
 
-    def _project(self, obj: Manifest) -> tuple[Manifest, Stored] | None:
-        """`obj` projected, and the form the cache keeps; None (logged, counted) on failure."""
+    def _project(self, obj: Manifest) -> Manifest | None:
+        """The cached form of `obj`; None (logged, counted) when the projection fails."""
         try:
-            projected = self._project_raw(obj)
-            return projected, self._store(projected)
+            return self._project_raw(obj)
         except Exception:  # noqa: BLE001 - one bad object must not kill the informer (H1)
             self.skipped += 1
             _LOG.exception("projection failed resource=%s; object skipped", self.resource.plural)
@@ -340,13 +302,13 @@ class Informer:
                 )
                 self._stop.wait(delay)
 
-    def _fetch(self) -> tuple[dict[Key, Stored], str]:
-        """Every object, projected and in the form the cache keeps, and the list's version.
+    def _fetch(self) -> tuple[dict[Key, Manifest], str]:
+        """Every object, projected, and the list's resourceVersion.
 
         Each page is projected as it arrives, so no more than one page of full objects
         is held.
         """
-        fresh: dict[Key, Stored] = {}
+        fresh: dict[Key, Manifest] = {}
         version = ""
         for page, page_version in self._kube.list_pages(
             self.resource, self.namespace, label_selector=self._selector
@@ -354,9 +316,9 @@ class Informer:
             version = page_version
             page.reverse()
             while page:  # drop each full object once projected
-                made = self._project(page.pop())
-                if made is not None:
-                    fresh[key_of(made[0])] = made[1]
+                item = self._project(page.pop())
+                if item is not None:
+                    fresh[key_of(item)] = item
         return fresh, version
 
     def relist(self) -> None:
@@ -367,16 +329,21 @@ class Informer:
             self._cache = {}
             for index in self._indices.values():
                 index.clear()
-            for key, stored in fresh.items():
-                self._cache[key] = stored
-                if self._indexers:
-                    self._index_add_locked(key, self._load(stored))
+            for key, obj in fresh.items():
+                self._store_locked(key, obj)
             self.resource_version = version
         self.relists += 1
         self.progress_at = time.monotonic()
         self._synced.set()
-        for kind, obj in _changes(old, fresh, self._load):
-            self._notify(kind, obj)
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self._notify("ADDED", obj)
+            elif _version(before) != _version(obj) and not same_content(before, obj):
+                self._notify("MODIFIED", obj)  # changed while the watch was away
+        for key, obj in old.items():
+            if key not in fresh:
+                self._notify("DELETED", obj)
 
     def _watch_once(self) -> int:
         """One watch until it ends; how many events (bookmarks included) it delivered."""
@@ -397,16 +364,16 @@ class Informer:
                 self.resource_version = version or self.resource_version
                 continue
             self.progress_at = time.monotonic()
-            made = self._project(event.object)
-            if made is None:
+            obj = self._project(event.object)
+            if obj is None:
                 continue
-            obj, stored = made
             key = key_of(obj)
             with self._lock:
-                old = self._store_locked(key, None if event.type == "DELETED" else obj, stored)
+                old = self._cache.get(key)
+                self._store_locked(key, None if event.type == "DELETED" else obj)
                 if version:
                     self.resource_version = version
-            if event.type == "MODIFIED" and old is not None and same_content(self._load(old), obj):
+            if event.type == "MODIFIED" and old is not None and same_content(old, obj):
                 continue  # nothing the projection keeps changed (e.g. our own write's echo)
             self._notify(event.type, obj)
         return seen
@@ -417,23 +384,6 @@ class Informer:
                 handler(kind, obj)
             except Exception:  # noqa: BLE001 - a handler bug must not kill the informer
                 _LOG.exception("informer handler failed resource=%s", self.resource.plural)
-
-
-def _changes(
-    old: dict[Key, Stored], fresh: dict[Key, Stored], load: Callable[[Stored], Manifest]
-) -> Iterator[tuple[str, Manifest]]:
-    """(event type, object) for what a relist found changed since the cache `old`."""
-    for key, stored in fresh.items():
-        before = old.get(key)
-        if before is None:
-            yield "ADDED", load(stored)
-        elif before != stored:  # changed while the watch was away (or only its version)
-            obj, was = load(stored), load(before)
-            if _version(was) != _version(obj) and not same_content(was, obj):
-                yield "MODIFIED", obj
-    for key, stored in old.items():
-        if key not in fresh:
-            yield "DELETED", load(stored)
 
 
 def same_content(a: Manifest, b: Manifest) -> bool:

@@ -1,11 +1,8 @@
-"""The informer's cache: packed objects, private copies, and objects it cannot keep (issue 13).
+"""The informer's cache against objects it cannot keep, and watch events (review H1).
 
-A packed informer keeps each object as one `marshal` blob and every read decodes a copy
-of its own; the others keep compacted dicts. These tests drive one `Informer.run` through
-a scripted list and watch (no server), then check what a caller can and cannot do to the
-cache: change a packed copy (the cache must not see it), and hand either kind an object
-nested too deep to keep, as a tenant may write one (it must be skipped and counted, the
-others cached, the watch go on).
+These tests drive one `Informer.run` through a scripted list and watch (no server): an
+object nested too deep to compact, as a tenant may write one, must be skipped and counted,
+the others cached and the watch go on; a MODIFIED event replaces the object and its index.
 """
 
 from __future__ import annotations
@@ -14,11 +11,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pytest
-
 from syncer.kube.client import CONFIGMAPS, Manifest, WatchEvent
 from syncer.kube.forwarding import ForwardingKube
-from syncer.kube.informer import Informer, keep_all, pack, unpack
+from syncer.kube.informer import Informer, keep_all
 
 
 def _cm(name: str, version: str, **data: str) -> Manifest:
@@ -54,12 +49,9 @@ class Scripted(ForwardingKube):
         self.stop.set()
 
 
-def _run(
-    listed: Sequence[Manifest], events: Sequence[WatchEvent] = (), *, packed: bool = True
-) -> Informer:
+def _run(listed: Sequence[Manifest], events: Sequence[WatchEvent] = ()) -> Informer:
     stopped = threading.Event()
-    kube = Scripted(listed, events, stopped)
-    informer = Informer(kube, CONFIGMAPS, "ns", project=keep_all, packed=packed)
+    informer = Informer(Scripted(listed, events, stopped), CONFIGMAPS, "ns", project=keep_all)
     informer.add_index("app", lambda obj: [obj["metadata"]["labels"]["app"]])
     informer._stop = stopped  # one run: list, one watch, stop
     informer.run()
@@ -73,30 +65,14 @@ def _nested(depth: int) -> dict[str, Any]:
     return inner
 
 
-def test_what_a_packed_informer_returns_is_a_copy_the_cache_does_not_share() -> None:
-    informer = _run([_cm("web-a", "1", key="one")])
-    got = informer.get("ns", "web-a")
-    assert got is not None
-    got["data"]["key"] = "changed"
-    got["metadata"]["labels"]["app"] = "other"
-    informer.items()[0]["data"].clear()
-    informer.by_index("app", "web")[0]["metadata"]["name"] = "renamed"
-    again = informer.get("ns", "web-a")
-    assert again == _cm("web-a", "1", key="one")
-    assert again is not got
-    assert [o["metadata"]["name"] for o in informer.by_index("app", "web")] == ["web-a"]
-
-
-@pytest.mark.parametrize("packed", [True, False])
-def test_an_object_too_deep_to_keep_is_skipped_and_the_rest_are_kept(packed: bool) -> None:
+def test_an_object_too_deep_to_keep_is_skipped_and_the_rest_are_kept() -> None:
     deep = _cm("deep-a", "2")
-    deep["data"] = _nested(5_000)  # more levels than marshal writes, or compact recurses
+    deep["data"] = _nested(5_000)  # more levels than `compact` can recurse into
     later_deep = _cm("deep-b", "4")
     later_deep["data"] = _nested(5_000)
     informer = _run(
         [_cm("web-a", "1"), deep],
         [WatchEvent("ADDED", later_deep), WatchEvent("ADDED", _cm("web-b", "5"))],
-        packed=packed,
     )
     assert informer.skipped == 2  # one from the list, one from the watch
     assert informer.crashes == 0
@@ -105,18 +81,10 @@ def test_an_object_too_deep_to_keep_is_skipped_and_the_rest_are_kept(packed: boo
     assert informer.resource_version == "5"  # the watch went on past the bad event
 
 
-@pytest.mark.parametrize("packed", [True, False])
-def test_a_watch_event_replaces_the_object_and_its_index(packed: bool) -> None:
+def test_a_watch_event_replaces_the_object_and_its_index() -> None:
     modified = _cm("web-a", "11", key="two")
     modified["metadata"]["labels"]["app"] = "api"
-    informer = _run(
-        [_cm("web-a", "1", key="one")], [WatchEvent("MODIFIED", modified)], packed=packed
-    )
+    informer = _run([_cm("web-a", "1", key="one")], [WatchEvent("MODIFIED", modified)])
     assert informer.get("ns", "web-a") == modified
     assert informer.by_index("app", "web") == []
     assert informer.by_index("app", "api") == [modified]
-
-
-def test_pack_and_unpack_keep_json_values_and_bytes() -> None:
-    obj = {"a": [1, 2.5, None, True, "text"], "b": {"c": b"\x00\xff"}, "d": {}}
-    assert unpack(pack(obj)) == obj

@@ -77,20 +77,21 @@ def project_pod(pod: Manifest) -> Manifest:
                 "reason": terminated.get("reason") or "",
                 "finishedAt": terminated.get("finishedAt"),
             }
-    projected_status: Manifest = {
-        "phase": status.get("phase") or "Pending",
-        "ready": ready,
-        "ends": ends,
-        **_cluster_status(status),
-    }
+    # Empty `ends` and `schedulingGates` are left out (readers default them): ~120 bytes
+    # a pod, for every running pod.
+    projected_status: Manifest = {"phase": status.get("phase") or "Pending", "ready": ready}
+    if ends:
+        projected_status["ends"] = ends
+    projected_status.update(_cluster_status(status))
+    projected_spec = _cluster_spec(spec)
+    gates = [dict(g) for g in spec.get("schedulingGates") or []]
+    if gates:
+        projected_spec["schedulingGates"] = gates
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": {
-            "schedulingGates": [dict(g) for g in spec.get("schedulingGates") or []],
-            **_cluster_spec(spec),
-        },
+        "spec": projected_spec,
         "status": projected_status,
     }
 

@@ -148,10 +148,13 @@ def project_job(job: Manifest) -> Manifest:
     Argo CD's built-in Job health reads besides (`job_health`).
     """
     status = job.get("status") or {}
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    # The forerunner of a final condition says nothing once that is there: not kept.
+    implied = {early for early, final in _FORERUNNERS if final in true}
     conditions = [
         {k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
         for c in status.get("conditions") or []
-        if c.get("type") in _JOB_CONDITIONS
+        if c.get("type") in _JOB_CONDITIONS and c.get("type") not in implied
     ]
     projected: Manifest = {
         "apiVersion": "batch/v1",
@@ -165,6 +168,7 @@ def project_job(job: Manifest) -> Manifest:
 
 
 _JOB_CONDITIONS: Final = ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended")
+_FORERUNNERS: Final = (("SuccessCriteriaMet", "Complete"), ("FailureTarget", "Failed"))
 
 
 def job_health(job: Manifest) -> str:

@@ -3,6 +3,8 @@
 A cached object must read back exactly as it was given, whatever keys a tenant wrote (a
 ConfigMap's data keys may be `__class__` or `__dict__`), while the table of dict shapes
 stays bounded; on CPython the compacted dicts are smaller than plain ones (the point).
+A status record is cached packed with a preset dictionary, and reads back exactly, or
+not at all when the bytes are garbled.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ import copy
 import json
 import sys
 import tracemalloc
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from syncer import status
 from syncer.kube import informer
 from syncer.kube.informer import compact
+from syncer.rayjob import views
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -97,3 +102,79 @@ def test_compacted_objects_hold_less_memory_than_plain_ones() -> None:
     plain = _traced_bytes(lambda: copy.deepcopy(pod))
     compacted = _traced_bytes(lambda: compact(copy.deepcopy(pod)))
     assert compacted < 0.8 * plain, (compacted, plain)
+
+
+def _status_map(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "a-kuberay-status", "namespace": "ns", "resourceVersion": "3"},
+        "data": {status.STATUS_KEY: json.dumps(record, sort_keys=True, separators=(",", ":"))},
+    }
+
+
+_FINISHED = {
+    "status": {
+        "jobDeploymentStatus": "Complete",
+        "jobStatus": "SUCCEEDED",
+        "jobId": "sweep-0042-x7k2p",
+        "message": "Job finished successfully.",
+        "rayClusterName": "sweep-0042-raycluster",
+        "startTime": "2026-12-02T19:00:00Z",
+        "endTime": "2026-12-02T19:10:11Z",
+        "succeeded": 1,
+        "failed": 0,
+    },
+    "syncer": {"runId": "r1", "attempt": 0, "cleanup": ["sweep-0042-raycluster"], "ungated": True},
+}
+
+
+def test_a_cached_status_record_is_packed_small_and_reads_back_exactly() -> None:
+    cached = status.slim_status(_status_map(_FINISHED))
+    packed = cached["data"][status.STATUS_KEY]
+    assert isinstance(packed, bytes)
+    text = _status_map(_FINISHED)["data"][status.STATUS_KEY]
+    assert len(packed) < len(zlib.compress(text.encode(), 6))  # the preset dictionary helps
+    assert status.read_record(cached, lambda record: record) == _FINISHED
+    again = status.slim_status(cached)  # a cached map projected again stays packed, readable
+    assert status.read_record(again, lambda record: record) == _FINISHED
+
+
+@pytest.mark.parametrize("blob", [b"", b"\x00garbage", zlib.compress(b"{not json"), b"x" * 300])
+def test_an_unreadable_packed_record_starts_over_instead_of_failing(blob: bytes) -> None:
+    cached = status.slim_status(_status_map(_FINISHED))
+    cached["data"][status.STATUS_KEY] = blob
+    assert status.read_record(cached, lambda record: record) is None
+
+
+def _job(*conditions: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "sub", "namespace": "ns", "resourceVersion": "9", "uid": "u"},
+        "status": {
+            "conditions": [
+                {"type": kind, "status": "True", "lastTransitionTime": f"2026-12-02T19:0{i}:00Z"}
+                for i, kind in enumerate(conditions)
+            ]
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("conditions", "kept"),
+    [
+        (("SuccessCriteriaMet",), ["SuccessCriteriaMet"]),
+        (("SuccessCriteriaMet", "Complete"), ["Complete"]),
+        (("FailureTarget",), ["FailureTarget"]),
+        (("FailureTarget", "Failed"), ["Failed"]),
+    ],
+)
+def test_a_jobs_forerunner_condition_is_not_cached_once_its_final_one_is_there(
+    conditions: tuple[str, ...], kept: list[str]
+) -> None:
+    job = _job(*conditions)
+    cached = views.cached_job(copy.deepcopy(job))
+    assert [c["type"] for c in cached["status"]["conditions"]] == kept
+    everything = {**views.cached_job(copy.deepcopy(job))}
+    everything["status"] = {"conditions": job["status"]["conditions"]}  # nothing dropped
+    assert views.submitter_view(cached, []) == views.submitter_view(everything, [])
+    assert views.job_health(cached) == views.job_health(everything)

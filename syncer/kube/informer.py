@@ -14,14 +14,14 @@ not block.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any, Final
+from typing import Any
 
 from syncer.errors import GoneError, SyncerError
 from syncer.kube.client import Kube, Resource
+from syncer.kube.compact import compact
 
 Manifest = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
@@ -41,58 +41,6 @@ def key_of(obj: Manifest) -> Key:
 def keep_all(obj: Manifest) -> Manifest:
     """The identity projection."""
     return obj
-
-
-_SHARED_MAX = 64  # strings up to this long are shared between cached objects
-
-# Key-sharing dicts (CPython, PEP 412): a dict made as an instance's `__dict__` keeps its
-# keys in its class, shared by every dict of that class, and only its values of its own.
-# One class per key tuple; small dicts cost ~40 % less, and they are plain dicts to every
-# reader. Bounded: more keys or more shapes than these (a tenant's labels may take any
-# keys) get an ordinary dict.
-_SHAPE_KEYS_MAX: Final = 16
-_SHAPES_MAX: Final = 1024
-_shapes: dict[tuple[Any, ...], type] = {}
-
-
-def _new_dict(keys: tuple[Any, ...]) -> Manifest:
-    """An empty dict that will share `keys` (in that order) with its kind, when it can."""
-    shape = _shapes.get(keys)
-    if shape is None:
-        if (
-            not keys
-            or len(keys) > _SHAPE_KEYS_MAX
-            or len(_shapes) >= _SHAPES_MAX
-            or not all(type(key) is str for key in keys)
-        ):
-            return {}
-        shape = _shapes.setdefault(keys, type("SharedKeys", (), {"__slots__": ("__dict__",)}))
-    made: Manifest = shape().__dict__
-    return made
-
-
-def compact(value: Any) -> Any:
-    """`value` with its dict keys and short strings interned, and dicts key-sharing.
-
-    Cached objects repeat the same label keys, label values and field names thousands
-    of times; each JSON decode makes its own copies. Sharing them saves about a third
-    of what ten thousand pods cost in the cache; key-sharing dicts about a third of what
-    is left. Dicts come back as new dicts, lists are compacted in place.
-    """
-    if isinstance(value, dict):
-        out = _new_dict(tuple(value))
-        for key, item in value.items():
-            if key == "resourceVersion":
-                out["resourceVersion"] = item  # unique to one object: sharing saves nothing
-            else:
-                out[sys.intern(key) if type(key) is str else key] = compact(item)
-        return out
-    if isinstance(value, list):
-        value[:] = [compact(item) for item in value]
-        return value
-    if isinstance(value, str) and len(value) <= _SHARED_MAX:
-        return sys.intern(value)
-    return value
 
 
 # An index maps a value to the one key that has it (most values: a job's cluster has one

@@ -16,6 +16,7 @@ from typing import Any, Final
 from renderer import naming
 from schemas import cluster as contract
 from syncer.kube import meta
+from syncer.kube.compact import share_shape
 from syncer.kube.meta import SYNCER_MADE
 from syncer.rayjob.machine import PodView, SubmitterView
 from syncer.status import STATUS_ANNOTATION_PREFIX
@@ -26,6 +27,15 @@ JOB_NAME_LABELS: Final = ("batch.kubernetes.io/job-name", "job-name")
 # The pod annotations the cache keeps: the shutdown request and the cluster's shape.
 _POD_ANNOTATIONS: Final = (naming.SHUTDOWN_REQUESTED, contract.ANN_CLUSTER_SHAPE)
 SIDECAR_CONTAINER: Final = "ray-job-submitter"
+
+# Projected pod parts that repeat across pods (every submitter's spec, a worker group's,
+# the Ready condition of every ready pod): cached once each (`syncer.kube.compact`).
+for _keys in (
+    ("restartPolicy", "containers"),
+    ("restartPolicy", "containers", "schedulingGates"),
+    ("status", "reason", "message"),
+):
+    share_shape(*_keys)
 
 
 def _projected_meta(obj: Manifest, *, annotations: bool = True) -> Manifest:
@@ -160,8 +170,13 @@ def project_job(job: Manifest) -> Manifest:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _projected_meta(job, annotations=False),
-        "status": {"conditions": conditions, "completionTime": status.get("completionTime")},
     }
+    # A running Job's status is left out (readers default it): ~200 bytes a running job.
+    if conditions or status.get("completionTime"):
+        projected["status"] = {
+            "conditions": conditions,
+            "completionTime": status.get("completionTime"),
+        }
     if (job.get("spec") or {}).get("suspend") is True:
         projected["spec"] = {"suspend": True}
     return projected

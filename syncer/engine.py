@@ -142,7 +142,7 @@ class Engine:
             CONFIGMAPS,
             options.namespaces,
             label_selector=f"{selector},{naming.ROLE}={naming.ROLE_INTENT}",
-            project=status.slim_configmap,
+            project=status.slim_intent,
         )
         self.intents.add_handler(self._on_intent)
         self.statuses = Cache.watching(

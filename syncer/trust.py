@@ -137,7 +137,10 @@ def json_object(data: Manifest, key: str, where: str, max_bytes: int) -> Manifes
 
     `where` names the ConfigMap in the messages ("the intent": "... in the intent ConfigMap").
     """
-    text = data.get(key)
+    try:
+        text = status.cached_text(data.get(key))  # a cached intent's is packed
+    except ValueError as exc:
+        raise IntentError(f"{key} is not text: {exc}") from exc
     if not isinstance(text, str) or not text:
         raise IntentError(f"no {key} in {where} ConfigMap")
     if len(text) > max_bytes:

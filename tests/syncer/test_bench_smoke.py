@@ -258,7 +258,7 @@ def test_a_cached_status_map_keeps_its_record_packed_and_readable() -> None:
     from syncer import status
 
     record = {"status": {"jobDeploymentStatus": "Running", "message": "x" * 400}}
-    text = json.dumps(record, sort_keys=True)
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))  # as `publish` writes
     cm = {
         "metadata": {"name": "a-kuberay-status", "namespace": "ns", "resourceVersion": "7"},
         "data": {status.STATUS_KEY: text, "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},

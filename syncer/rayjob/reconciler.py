@@ -41,6 +41,15 @@ POLL_SHARE: Final = 0.5
 # 1 s, then 2, 4... up to 30 s while the write budget stays taken.
 RELEASE_RETRY_S: Final = 1.0
 RELEASE_RETRY_MAX_S: Final = 30.0
+# Ray's end is usually seen a moment before the submitter Job's (the kubelet's pod update
+# starts the pass, the Job controller's mark comes milliseconds later), and a RayJob with
+# a submitter ends only with it (KubeRay). A pass that would publish only Ray's end word
+# (Running, jobStatus SUCCEEDED) holds that write for up to SUBMITTER_HOLD_MAX_S, looking
+# again every SUBMITTER_HOLD_S: the Job's event then publishes the end in one write, not
+# two. KubeRay itself polls every 3 s, so nothing shows later than under it.
+SUBMITTER_HOLD_S: Final = 0.5
+SUBMITTER_HOLD_MAX_S: Final = 2.0
+_RAY_WORDS: Final = ("job_status", "message", "ray_start_time", "ray_end_time")
 _SELECTS: Final = "selects"  # intents by the (namespace, cluster) a selector job runs on
 
 
@@ -98,6 +107,7 @@ class RayJobReconciler:
         # every pass, and counting 10,000 states each time would cost more than the pass).
         self._running = 0
         self._deferrals = _Deferrals()
+        self._holds = _Holds()
         self._lock = threading.Lock()
         self._jitter = random.Random()
         pods.add_index("cluster", views.cluster_of)
@@ -206,6 +216,9 @@ class RayJobReconciler:
             self.stats["polls_deferred"] += 1
             return settings.poll_interval_s
         decision = machine.decide(observation, settings)
+        held = self._holds.hold(key, record, decision, observation.now)
+        if held is not None:
+            return held
         ttl_mode = self.options.ttl_mode
         # Ray and gate steps first: one that fails leaves the status as it was, and the pass
         # is repeated (each is idempotent). Releasing pods only once the status that records
@@ -233,18 +246,11 @@ class RayJobReconciler:
         if event is not None:
             self.actions.apply(intent, event, ttl_mode=ttl_mode, intent_cm=intent_cm)
         self._track(key, intent_cm, record, decision.record, observation.now)
-        later = self._next_look(decision, settings.poll_interval_s)
+        later = _next_look(decision, settings.poll_interval_s)
         retry = self._deferrals.retry(key, deferred)
         if retry is not None:
             later = retry if later is None else min(later, retry)
         return later
-
-    @staticmethod
-    def _next_look(decision: machine.Decision, poll_s: float) -> float | None:
-        wake = decision.wake_after
-        if wake is None and decision.record.job_deployment_status == machine.RUNNING:
-            wake = poll_s  # a running job is always polled
-        return None if wake is None else max(wake, 0.0)
 
     # --- polling under the dashboard budget ------------------------------------------------
 
@@ -313,6 +319,7 @@ class RayJobReconciler:
         old = self.states.pop(key, None) if state is None else self.states.get(key)
         if state is None:
             self._deferrals.forget(key)
+            self._holds.forget(key)
         else:
             self.states[key] = state
         self._running += (state == machine.RUNNING) - (old == machine.RUNNING)
@@ -413,6 +420,13 @@ def _state_series(ns: str, name: str, uid: str, known: str | None, new: str) -> 
     ).set(1)
 
 
+def _next_look(decision: machine.Decision, poll_s: float) -> float | None:
+    wake = decision.wake_after
+    if wake is None and decision.record.job_deployment_status == machine.RUNNING:
+        wake = poll_s  # a running job is always polled
+    return None if wake is None else max(wake, 0.0)
+
+
 class _Deferrals:
     """Per key, how many passes in a row found no spare write token to release its pods."""
 
@@ -437,3 +451,43 @@ class _Deferrals:
                 return None
             times = self._times[key] = self._times.get(key, 0) + 1
         return min(RELEASE_RETRY_S * 2.0 ** (times - 1), RELEASE_RETRY_MAX_S)
+
+
+class _Holds:
+    """Per key, since when a status that says only that Ray ended has been held."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: dict[Key, float] = {}
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._since.pop(key, None)
+
+    def hold(
+        self, key: Key, before: machine.Record | None, decision: machine.Decision, now: float
+    ) -> float | None:
+        """Seconds until the pass looks again instead of publishing; None: publish now.
+
+        Held: a record that changes, of a running job, only Ray's words to a terminal
+        status (the submitter not finished), with nothing else to do, for at most
+        SUBMITTER_HOLD_MAX_S from the first pass that held it.
+        """
+        after = decision.record
+        waits = (
+            before is not None
+            and not decision.actions
+            and before.job_deployment_status == after.job_deployment_status == machine.RUNNING
+            and after.job_status in machine.TERMINAL_RAY
+            and before.job_status != after.job_status
+            and dataclasses.replace(after, **{f: getattr(before, f) for f in _RAY_WORDS}) == before
+        )
+        with self._lock:
+            if not waits:
+                self._since.pop(key, None)
+                return None
+            first = self._since.setdefault(key, now)
+            if now - first >= SUBMITTER_HOLD_MAX_S:
+                del self._since[key]
+                return None
+        return SUBMITTER_HOLD_S

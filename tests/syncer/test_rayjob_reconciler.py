@@ -17,8 +17,10 @@ import pytest
 
 from renderer import naming
 from syncer.cli import Options, Syncer
-from syncer.kube.client import CONFIGMAPS, PODS, Kube, KubeClient
+from syncer.kube.client import CONFIGMAPS, PODS, Kube, KubeClient, Resource
+from syncer.kube.forwarding import ForwardingKube
 from syncer.rayjob.machine import Settings
+from syncer.rayjob.reconciler import SUBMITTER_HOLD_MAX_S
 from tests.fakeapi.controllers import Controllers
 from tests.fakeapi.fixtures import KubeApi
 from tests.manifests import rayjob
@@ -98,7 +100,7 @@ def rig(kube_api: KubeApi, request: pytest.FixtureRequest) -> Iterator[Rig]:
     made.stop()
 
 
-def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
+def play_submitter(rig: Rig, *, exit_code: int = 0, linger_s: float = 0.0) -> str:
     """Wait for the ungated submitter pod, submit like it would, finish it with the job."""
     pod = wait_until(
         lambda: next(
@@ -114,6 +116,7 @@ def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
         lambda: rig.ray_status(submission) in ("SUCCEEDED", "FAILED"),
         what="the Ray job to end",
     )
+    time.sleep(linger_s)  # the submitter still follows the logs after Ray's end
     rig.controllers.kubelet.set_phase(
         rig.namespace,
         pod["metadata"]["name"],
@@ -121,6 +124,47 @@ def play_submitter(rig: Rig, *, exit_code: int = 0) -> str:
         exit_code=exit_code,
     )
     return submission
+
+
+class StatusWrites(ForwardingKube):
+    """Forwards to a client; notes the words of each RayJob status map write, in order."""
+
+    def __init__(self, inner: Kube) -> None:
+        super().__init__(inner)
+        self.words: list[tuple[str, str, float]] = []
+
+    def _after_write(self, verb: str, resource: Resource, body: Manifest) -> None:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        ours = (labels.get(naming.ROLE), labels.get(naming.ORIGIN_KIND)) == ("status", "RayJob")
+        if resource.plural == "configmaps" and ours:
+            data = body.get("data") or {}
+            deployment, ray = data.get("jobDeploymentStatus"), data.get("jobStatus")
+            self.words.append((str(deployment), str(ray), time.time()))
+
+
+@pytest.mark.parametrize(("linger_s", "held"), [(0.6, True), (3.0, False)])
+def test_rays_end_waits_briefly_for_the_submitter_so_the_end_is_one_write(
+    kube_api: KubeApi, linger_s: float, held: bool
+) -> None:
+    writes = StatusWrites(KubeClient(kube_api.api_client))
+    rig = make_rig(kube_api, writer=writes)
+    try:
+        apply(rig.kube, render(demo_job(mode="K8sJobMode"), rig.namespace), rig.namespace)
+        rig.controllers.start(interval=0.05)
+        rig.syncer.start()
+        submission = play_submitter(rig, linger_s=linger_s)  # polls (0.2 s) see Ray's end
+        wait_until(lambda: rig.status().get("jobDeploymentStatus") == "Complete", what="Complete")
+    finally:
+        rig.stop()
+    ended = [(d, r) for d, r, _ in writes.words if r == "SUCCEEDED"]
+    if held:  # the Job finished within the hold: Ray's end and the job's in one write
+        assert ended == [("Complete", "SUCCEEDED")], writes.words
+    else:  # a submitter that lingers longer: Ray's end is published, as KubeRay shows it
+        assert ended == [("Running", "SUCCEEDED"), ("Complete", "SUCCEEDED")], writes.words
+        info = rig.dashboard.get_job(submission)
+        assert info is not None and info["end_time"] is not None
+        first_end = next(t for _, r, t in writes.words if r == "SUCCEEDED")
+        assert first_end - info["end_time"] / 1000 >= SUBMITTER_HOLD_MAX_S  # held that long
 
 
 def test_k8s_job_mode_gates_tracks_completes_and_shuts_down(rig: Rig) -> None:

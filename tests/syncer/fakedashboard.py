@@ -184,6 +184,10 @@ class FakeDashboard:
         """Make the next `times` calls of `method` raise `error`."""
         self._failures.setdefault(method, deque()).extend([error] * times)
 
+    def stop_failing(self, method: str) -> None:
+        """Drop the failures still queued for `method`."""
+        self._failures.pop(method, None)
+
     def restart(self) -> None:
         """Lose every job and Serve application, like a head restart without GCS FT."""
         self._jobs.clear()

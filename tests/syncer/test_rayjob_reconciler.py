@@ -142,7 +142,7 @@ class StatusWrites(ForwardingKube):
             self.words.append((str(deployment), str(ray), time.time()))
 
 
-@pytest.mark.parametrize(("linger_s", "held"), [(0.6, True), (3.0, False)])
+@pytest.mark.parametrize(("linger_s", "held"), [(0.6, True), (4.0, False)])
 def test_rays_end_waits_briefly_for_the_submitter_so_the_end_is_one_write(
     kube_api: KubeApi, linger_s: float, held: bool
 ) -> None:

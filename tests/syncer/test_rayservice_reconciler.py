@@ -621,8 +621,11 @@ def test_a_new_syncer_resumes_an_upgrade_mid_way(rig: Rig) -> None:
 def test_a_failed_serve_deploy_is_reported_and_retried(rig: Rig) -> None:
     objects = render(manifest(NEW_CLUSTER), rig.namespace)
     gen = generation_of(objects)
-    rig.for_generation(gen).fail_next(
-        "put_serve_applications", PermanentError("1 validation error (fake)", status=400)
+    # Every deploy fails until the test says otherwise: any event starts a pass that tries
+    # again at once, and one that succeeded would clear the error before it is looked at.
+    dashboard = rig.for_generation(gen)
+    dashboard.fail_next(
+        "put_serve_applications", PermanentError("1 validation error (fake)", status=400), 1000
     )
     rig.gitops.sync(objects)
     rig.start_syncer()
@@ -633,6 +636,7 @@ def test_a_failed_serve_deploy_is_reported_and_retried(rig: Rig) -> None:
     )
     rows = service_record.status_rows(status_cm(rig))
     assert "1 validation error" in rows[0]["error"]
+    dashboard.stop_failing("put_serve_applications")
     # Permanent errors are retried after 30 s; a new pass (any event) tries again at once.
     rig.kube.patch(
         CONFIGMAPS, rig.namespace, f"{gen}-serve-config", {"metadata": {"labels": {"x": "1"}}}

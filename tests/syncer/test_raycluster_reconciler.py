@@ -179,8 +179,9 @@ def test_a_plain_cluster_gets_kuberays_status_owned_by_its_head_service(rig: Rig
         what="the head pod's status annotation",
     )
     assert annotations == "ready"
-    assert rig.events("StateChanged")
-    assert rig.events("RayClusterProvisioned")
+    # Events come after the status in a pass and may wait for a spare write token.
+    wait_until(lambda: rig.events("StateChanged"), what="the StateChanged Event")
+    wait_until(lambda: rig.events("RayClusterProvisioned"), what="the RayClusterProvisioned Event")
 
 
 def _ready_workers(rig: Rig) -> object:

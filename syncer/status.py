@@ -115,43 +115,44 @@ _PACK_OVER: Final = 256  # cached records longer than this are kept packed
 
 # Packed records (`syncer.codebook`): the fragments every RayJob and RayCluster record
 # repeats, longer ones first.
-_CODEBOOK: Final = (
-    b'","message":"All Ray Pods are ready for the first time","reason":'
-    b'"AllPodRunningAndReadyFirstTime","status":"True","type":"RayClusterProvisioned"}',
-    b'","message":"","reason":"RayClusterSuspending","status":"False",'
-    b'"type":"RayClusterSuspending"}',
-    b'","message":"","reason":"RayClusterSuspended","status":"False","type":"RayClusterSuspended"}',
-    b'","message":"","reason":"HeadPodRunningAndReady","status":"True","type":"HeadPodReady"}',
-    b'","rayClusterStatus":{"availableWorkerReplicas":0,"desiredWorkerReplicas":0,'
-    b'"readyWorkerReplicas":0,"state":"',
-    b'","message":"Job is currently running.","rayClusterName":"',
-    b',"endTime":null,"rayEndTime":null,"rayStartTime":',
-    b'"state":"ready","stateTransitionTimes":{"ready":"',
-    b',"checkFailureStart":null,"cleanup":[',
-    b',"stopPending":null,"ungated":true}}',
-    b'"failed":0,"jobDeploymentStatus":"',
-    b'{"status":{"conditions":[',
-    b'.svc.cluster.local:8265"',
-    b'{"lastTransitionTime":"',
-    b'"dashboardURL":"http://',
-    b'"jobDeploymentStatus":"',
-    b'"rayJobInfo":{"startTime":"',
-    b'},"syncer":{"attempt":',
-    b'"lastUpdateTime":"',
-    b'"head":{"podIP":"',
-    b'"dashboardURL":"',
-    b'"desiredMemory":"',
-    b'"desiredGPU":"0"',
-    b'"desiredTPU":"0"',
-    b'"desiredCPU":"',
-    b'","jobStatus":"',
-    b'","podName":"',
-    b'","message":"',
-    b'","startTime":',
-    b'","jobId":"',
-    b"-head-svc.",
+_RECORDS: Final = Codebook(
+    (
+        b'","message":"All Ray Pods are ready for the first time","reason":'
+        b'"AllPodRunningAndReadyFirstTime","status":"True","type":"RayClusterProvisioned"}',
+        b'","message":"","reason":"RayClusterSuspending","status":"False",'
+        b'"type":"RayClusterSuspending"}',
+        b'","message":"","reason":"RayClusterSuspended","status":"False","type":"RayClusterSuspended"}',
+        b'","message":"","reason":"HeadPodRunningAndReady","status":"True","type":"HeadPodReady"}',
+        b'","rayClusterStatus":{"availableWorkerReplicas":0,"desiredWorkerReplicas":0,'
+        b'"readyWorkerReplicas":0,"state":"',
+        b'","message":"Job is currently running.","rayClusterName":"',
+        b',"endTime":null,"rayEndTime":null,"rayStartTime":',
+        b'"state":"ready","stateTransitionTimes":{"ready":"',
+        b',"checkFailureStart":null,"cleanup":[',
+        b',"stopPending":null,"ungated":true}}',
+        b'"failed":0,"jobDeploymentStatus":"',
+        b'{"status":{"conditions":[',
+        b'.svc.cluster.local:8265"',
+        b'{"lastTransitionTime":"',
+        b'"dashboardURL":"http://',
+        b'"jobDeploymentStatus":"',
+        b'"rayJobInfo":{"startTime":"',
+        b'},"syncer":{"attempt":',
+        b'"lastUpdateTime":"',
+        b'"head":{"podIP":"',
+        b'"dashboardURL":"',
+        b'"desiredMemory":"',
+        b'"desiredGPU":"0"',
+        b'"desiredTPU":"0"',
+        b'"desiredCPU":"',
+        b'","jobStatus":"',
+        b'","podName":"',
+        b'","message":"',
+        b'","startTime":',
+        b'","jobId":"',
+        b"-head-svc.",
+    )
 )
-_RECORDS: Final = Codebook(_CODEBOOK)
 
 # Packed intents: the keys every rendered intent repeats (canonical JSON: sorted keys).
 _INTENTS: Final = Codebook(
@@ -191,15 +192,20 @@ _INTENTS: Final = Codebook(
 )
 
 
+def _packed(book: Codebook, value: object) -> object:
+    """`value` packed by `book` when it is text longer than `_PACK_OVER`, else as it is."""
+    return book.pack(value) if isinstance(value, str) and len(value) > _PACK_OVER else value
+
+
 def slim_intent(cm: Manifest) -> Manifest:
     """An intent ConfigMap as cached: `slim_configmap`, with a long `intent.json` packed.
 
     ~7 MB less at ten thousand jobs; a pass unpacks it in microseconds (`cached_text`).
     """
     slim = slim_configmap(cm)
-    text = slim["data"].get(naming.INTENT_KEY)
-    if isinstance(text, str) and len(text) > _PACK_OVER:
-        slim["data"] = {**slim["data"], naming.INTENT_KEY: _INTENTS.pack(text)}
+    if naming.INTENT_KEY in slim["data"]:
+        text = slim["data"][naming.INTENT_KEY]
+        slim["data"] = {**slim["data"], naming.INTENT_KEY: _packed(_INTENTS, text)}
     return slim
 
 
@@ -219,11 +225,10 @@ def slim_status(cm: Manifest) -> Manifest:
     slim = slim_configmap(cm, keep=_STATUS_META)
     data = slim["data"]
     slim["data"] = {k: data[k] for k in _STATUS_DATA if k in data}
-    record = slim["data"].get(STATUS_KEY)
-    if isinstance(record, str) and len(record) > _PACK_OVER:
+    if STATUS_KEY in slim["data"]:
         # Packed: about a third of the bytes of a RayCluster's record and half of a RayJob's,
         # ~10 MB at ten thousand jobs, for microseconds when a pass reads it (`read_record`).
-        slim["data"][STATUS_KEY] = _RECORDS.pack(record)
+        slim["data"][STATUS_KEY] = _packed(_RECORDS, slim["data"][STATUS_KEY])
     owners = slim["metadata"].get("ownerReferences")
     if owners is not None:
         # Only what `distrust` compares: the owners' uids.

@@ -30,12 +30,13 @@ SIDECAR_CONTAINER: Final = "ray-job-submitter"
 
 # Projected pod parts that repeat across pods (every submitter's spec, a worker group's,
 # the Ready condition of every ready pod): cached once each (`syncer.kube.compact`).
-for _keys in (
+_SHARED_POD_PARTS: Final = (
     ("restartPolicy", "containers"),
     ("restartPolicy", "containers", "schedulingGates"),
     ("status", "reason", "message"),
-):
-    share_shape(*_keys)
+)
+for keys in _SHARED_POD_PARTS:
+    share_shape(*keys)
 
 
 def _projected_meta(obj: Manifest, *, annotations: bool = True) -> Manifest:

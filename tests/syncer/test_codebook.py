@@ -119,3 +119,15 @@ def test_a_queued_event_goes_out_as_it_was_queued_and_packed_while_it_waits() ->
     packed = leader._EVENTS.pack(text)
     assert len(packed) < 0.5 * len(text)
     assert json.loads(leader._EVENTS.unpack(packed)) == event
+
+
+def test_an_intent_a_tenant_wrote_with_control_bytes_is_refused_not_unpacked() -> None:
+    # A code byte in a tenant's text must not turn into a fragment (say, another
+    # dashboardURL): the text is cached as written, and JSON refuses a raw control byte.
+    written = _intent_map(_INTENT)
+    text = written["data"][naming.INTENT_KEY].replace('"rj-x1-head-svc"', '"\x12\x0c"', 1)
+    written["data"][naming.INTENT_KEY] = text
+    cached = status.slim_intent(written)
+    assert cached["data"][naming.INTENT_KEY] == text
+    with pytest.raises(IntentError, match="not JSON"):
+        trust.load_payload(cached, "RayJob")

@@ -3,7 +3,8 @@
 In a Pod it reads the service account itself (`syncer.kube.incluster`) and never imports
 the `kubernetes` package (~50 MB); out of cluster it uses that package for configuration
 only (kubeconfig files, exec credential plugins: host, TLS, credentials). Either way it
-speaks REST through a urllib3 pool, so objects stay JSON dicts (the generated model
+speaks REST through `syncer.kube.transport` (standard-library connections in a Pod, the
+ApiClient's urllib3 pool out of cluster), so objects stay JSON dicts (the generated model
 classes cost memory and time at thousands of objects). Every failure leaves as
 `TransientError` / `PermanentError` (or their subclasses). A 429 or 5xx
 that carries `Retry-After` is retried after that long, a few times, as client-go's rest
@@ -24,10 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import quote, urlencode
 
-import urllib3
-
 from syncer.errors import PermanentError, SyncerError, TransientError, error_for_status
 from syncer.kube.incluster import NotInClusterError, ServiceAccount
+from syncer.kube.transport import Connections, Response, Transport, TransportError, Urllib3Transport
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -198,7 +198,9 @@ class _ApiClientAuth:
         self._api = api_client
         self._config = api_client.configuration
         self.host = str(self._config.host)
-        self.pool: urllib3.PoolManager = api_client.rest_client.pool_manager
+        self.transport: Transport = Urllib3Transport(
+            api_client.rest_client.pool_manager, self.host, maxsize=MIN_POOL_SIZE
+        )
 
     def headers(self) -> dict[str, str]:
         hook = getattr(self._config, "refresh_api_key_hook", None)
@@ -215,23 +217,20 @@ class _ApiClientAuth:
 
 
 class _ServiceAccountAuth:
-    """Host, pool and bearer token of the Pod's service account (no `kubernetes` import)."""
+    """Host, connections and bearer token of the Pod's service account (standard library)."""
 
     def __init__(self, account: ServiceAccount) -> None:
         self._account = account
         self.host = account.host
-        self.pool = urllib3.PoolManager(
-            num_pools=4,
-            maxsize=MIN_POOL_SIZE,
-            cert_reqs="CERT_REQUIRED",
-            ca_certs=account.ca_file or None,
+        self.transport: Transport = Connections(
+            account.host, ca_file=account.ca_file or None, maxsize=MIN_POOL_SIZE
         )
 
     def headers(self) -> dict[str, str]:
         return self._account.headers()
 
     def close(self) -> None:
-        self.pool.clear()
+        self.transport.close()
 
 
 def _auth_for(
@@ -257,11 +256,7 @@ class _Http:
         self._sleep = sleep
         self._source = api_client
         self._auth = auth = _auth_for(api_client)
-        self._host = auth.host.rstrip("/")
-        self._pool: urllib3.PoolManager = auth.pool
-        # Pools are made on first use from these settings, so this takes effect for all.
-        pool_kw = self._pool.connection_pool_kw
-        pool_kw["maxsize"] = max(int(pool_kw.get("maxsize") or 1), MIN_POOL_SIZE)
+        self._transport = auth.transport
         self._timeout = timeout_s
         self._lock = threading.Lock()
         self.requests = 0
@@ -286,8 +281,8 @@ class _Http:
         content_type: str | None = None,
         stream: bool = False,
         timeout_s: float | None = None,
-    ) -> urllib3.BaseHTTPResponse:
-        url = self._host + path
+    ) -> Response:
+        url = path
         if query:
             url += "?" + urlencode(query)
         data = None if body is None else json.dumps(body).encode()
@@ -297,7 +292,7 @@ class _Http:
         attempt = 1
         while True:
             try:
-                return self._send(method, url, path, data, content_type, stream, read)
+                return self._send(method, url, path, data, content_type, read)
             except TransientError as exc:
                 wait = exc.retry_after
                 if (
@@ -319,32 +314,27 @@ class _Http:
         path: str,
         data: bytes | None,
         content_type: str | None,
-        stream: bool,
         read: float,
-    ) -> urllib3.BaseHTTPResponse:
+    ) -> Response:
         with self._lock:
             self.requests += 1
         try:
-            response = self._pool.request(
+            response = self._transport.request(
                 method,
                 url,
-                body=data,
-                headers=self._headers(content_type),
-                preload_content=False,
-                timeout=urllib3.Timeout(connect=self._timeout, read=read),
-                retries=False,
+                data,
+                self._headers(content_type),
+                connect_s=self._timeout,
+                read_s=read,
             )
-        except urllib3.exceptions.HTTPError as exc:
+            if response.status >= 400:
+                text = response.read().decode("utf-8", "replace")
+        except TransportError as exc:
             self._count(method, "error")
             raise TransientError(f"{method} {path}: {exc}") from exc
         self._count(method, str(response.status))
         if response.status >= 400:
-            text = response.read().decode("utf-8", "replace")
-            response.release_conn()
-            raise self._error(method, path, response.status, text, response.headers)
-        if not stream:
-            response.read(cache_content=True)
-            response.release_conn()
+            raise self._error(method, path, response.status, text, response.header("Retry-After"))
         return response
 
     def _count(self, method: str, code: str) -> None:
@@ -352,7 +342,9 @@ class _Http:
             self.calls[(method, code)] += 1
 
     @staticmethod
-    def _error(method: str, path: str, status: int, text: str, headers: Any) -> SyncerError:
+    def _error(
+        method: str, path: str, status: int, text: str, retry_after_header: str | None
+    ) -> SyncerError:
         message = text
         try:
             decoded = json.loads(text)
@@ -362,9 +354,7 @@ class _Http:
             pass
         retry_after = None
         if status == 429 or status >= 500:
-            retry_after = parse_retry_after(
-                headers.get("Retry-After") if headers is not None else None
-            )
+            retry_after = parse_retry_after(retry_after_header)
         return error_for_status(
             status, f"{method} {path}: {status} {message}", retry_after=retry_after
         )
@@ -372,7 +362,11 @@ class _Http:
     def _json(self, method: str, path: str, **kwargs: Any) -> Manifest:
         response = self._request(method, path, **kwargs)
         try:
-            decoded = json.loads(response.data or b"{}")
+            body = response.read()
+        except TransportError as exc:
+            raise TransientError(f"{method} {path}: {exc}") from exc
+        try:
+            decoded = json.loads(body or b"{}")
         except ValueError as exc:
             raise TransientError(f"{method} {path}: the answer is not JSON") from exc
         if not isinstance(decoded, dict):
@@ -412,7 +406,7 @@ class KubeClient(_Http):
         other = KubeClient(
             self._source, timeout_s=timeout_s, user_agent=self._user_agent, sleep=self._sleep
         )
-        other._auth, other._pool, other._host = self._auth, self._pool, self._host
+        other._auth, other._transport = self._auth, self._transport
         other._lock, other.calls = self._lock, self.calls
         return other
 
@@ -488,17 +482,17 @@ class KubeClient(_Http):
         )
         buffer = b""
         try:
-            for chunk in response.stream(65536, decode_content=True):
+            for chunk in response.chunks():
                 # Split each chunk once (not once per line, which copies the rest each time).
                 lines = (buffer + chunk).split(b"\n") if buffer else chunk.split(b"\n")
                 buffer = lines.pop()
                 for line in lines:
                     if line.strip():
                         yield self._event(line, resource)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except TransportError as exc:
             raise TransientError(f"watch {resource.plural}: {exc}") from exc
         finally:
-            response.release_conn()
+            response.release()
         if buffer.strip():
             yield self._event(buffer, resource)
 

@@ -21,6 +21,10 @@ from syncer.ray.types import Dashboard, RayFacts
 
 _PRUNE_EVERY: Final = 1024  # dashboard answers stored between sweeps of stale ones
 BUDGET_BURST_S: Final = 0.05  # the dashboard budget's token bucket holds this many seconds
+# The share of every 1-s window that polls (passes no event asked for) leave to the passes
+# events ask for: ten thousand running jobs' polls can fill the budget, and a burst of ended
+# jobs would then wait behind them for every grant.
+POLL_RESERVE: Final = 0.1
 # The window the log checks is this much longer than 1 s: a request leaves a moment after
 # its grant (the thread is scheduled again), and that moment must not push a window over.
 WINDOW_MARGIN_S: Final = 0.02
@@ -56,17 +60,21 @@ class RateLimiter:
         self._grants: deque[float] = deque(maxlen=self._window)
         self._lock = threading.Lock()
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, *, keep: int = 0) -> bool:
         """Take a token only if one is there now; never waits.
 
         False when the budget is spoken for, by requests granted or waiting for their turn.
+        With `keep`, also when granting would leave fewer than `keep` grants of the current
+        1-s window, or no whole token of the bucket (when it holds two), to `acquire`.
         """
         with self._lock:
             now = self._clock()
             tokens = min(self._capacity, self._tokens + (now - self._stamp) * self._rate)
             grants = self._grants
-            window_full = len(grants) >= self._window and now - grants[0] < self._window_s
-            if tokens < 1.0 or window_full:
+            limit = max(1, self._window - max(keep, 0))
+            window_full = len(grants) >= limit and now - grants[-limit] < self._window_s
+            spare = 1.0 if keep > 0 and self._capacity >= 2.0 else 0.0
+            if tokens < 1.0 + spare or window_full:
                 return False
             self._tokens, self._stamp = tokens - 1.0, now
             grants.append(now)
@@ -113,6 +121,7 @@ class DashboardPool:
         self._facts: dict[str, tuple[float, RayFacts]] = {}
         # A small burst, so that no second sees more than about the budget.
         self._limiter = RateLimiter(budget_rps, clock, burst_s=BUDGET_BURST_S)
+        self._poll_keep = math.floor(budget_rps * POLL_RESERVE)
         self._max_age = max_age_s
         self.max_age_s = max_age_s
         self._clock = clock
@@ -191,7 +200,7 @@ class DashboardPool:
             and (since is None or cached[0] >= since)
         ):
             return cached[1]
-        if poll and not self._limiter.try_acquire():
+        if poll and not self._limiter.try_acquire(keep=self._poll_keep):
             with self._lock:
                 self.deferred += 1
             return None

@@ -109,6 +109,23 @@ def test_a_poll_takes_a_token_only_when_one_is_free_now() -> None:
     assert granted <= 10
 
 
+@pytest.mark.parametrize("keep", [0, 10])
+def test_polls_leave_a_share_of_every_second_to_the_passes_events_ask_for(keep: int) -> None:
+    clock = ManualClock(0.0)
+    limiter = _limiter(100.0, clock, burst_s=0.05)
+    polls = []
+    for _ in range(10_000):  # polls as fast as they are let through, for 10 s
+        clock.advance(0.001)
+        if limiter.try_acquire(keep=keep):
+            polls.append(clock())
+    assert 100 - keep - 2 <= _max_in_window(polls) <= 100 - keep
+    waited = limiter.acquire()  # then an ended job's pass asks
+    if keep:
+        assert waited == 0.0  # its grant was there at once
+    else:
+        assert waited > 0.0  # the polls had taken every token: it waits behind them
+
+
 def test_a_deferred_poll_makes_no_request_and_an_event_pass_still_does() -> None:
     clock = ManualClock(0.0)
     dashboard = FakeDashboard(clock)

@@ -93,11 +93,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
-import urllib3
-
 from bench import png, sampler
 from bench.sampler import Sampler
 from renderer import naming
+from syncer import memory
 from syncer.cli import Options, Syncer
 from syncer.config import Config
 from syncer.kube.client import MERGE_PATCH, Kube, KubeClient, Resource
@@ -105,6 +104,7 @@ from syncer.kube.forwarding import ForwardingKube
 from syncer.kube.incluster import ServiceAccount
 from syncer.kube.leader import AlwaysLeader, GuardedKube
 from syncer.kube.ratelimit import TokenBucket
+from syncer.kube.transport import Connections
 from syncer.ray.types import RayFacts
 from syncer.rayjob import machine as rayjob
 from syncer.rayjob import views
@@ -794,17 +794,17 @@ class RecordingKube(ForwardingKube):
 
 
 def measure_request_cost(url: str, samples: int = 300) -> float:
-    """The median wall time of a loopback HTTP GET of one ConfigMap (keep-alive)."""
-    http = urllib3.PoolManager(maxsize=1)
+    """The median wall time of a loopback HTTP GET of one ConfigMap (keep-alive), on the
+    connections the syncer's own client uses."""
+    http = Connections(url, maxsize=1)
     name = naming.intent_configmap_name(job_name(0))
-    path = f"{url}/api/v1/namespaces/{NAMESPACE}/configmaps/{name}"
+    path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}"
     times = []
     for _ in range(samples):
         started = time.perf_counter()
-        response = http.request("GET", path)
-        response.data  # noqa: B018 - read the body, as a client must
+        http.request("GET", path, None, {}, connect_s=10.0, read_s=10.0).read()
         times.append(time.perf_counter() - started)
-    http.clear()
+    http.close()
     return statistics.median(times)
 
 
@@ -1501,6 +1501,7 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
                 env=_child_env(),
             )
         return []
+    memory.limit_malloc_arenas()  # as the daemon does, before the syncer's threads start
     runs = []
     for jobs in scales:
         scale = Scale.default(jobs, args.budget)

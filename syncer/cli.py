@@ -27,7 +27,7 @@ import click
 
 from renderer import naming
 from syncer import dashboards as dashboard_clients
-from syncer import engine, metrics
+from syncer import engine, memory, metrics
 from syncer.autoscaler import pods as autoscaler_pods
 from syncer.autoscaler import reconciler as autoscaler_reconciler
 from syncer.config import Config, ConfigError, load_config
@@ -402,6 +402,7 @@ def serve(
     bind_address: str | None = None,
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT; `dashboards` replaces the HTTP dashboard factory."""
+    memory.limit_malloc_arenas()  # before any thread of the daemon starts
     config = _load(config_path, bind_address)
     setup_logging(config.log_level)
     own_namespace = namespace or os.environ.get("POD_NAMESPACE") or "default"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final, Generic, Literal, TypeVar
 
 MetricType = Literal["counter", "gauge", "histogram"]
@@ -340,6 +340,80 @@ class Histogram(_Family[HistogramChild]):
         yield f"{self.name}_count{_labels_text(pairs)} {child.count}"
 
 
+class ObjectStates:
+    """One (uid, state) per tracked object by (namespace, name), which gauges read at scrape time.
+
+    KubeRay shows a RayJob's facts as three series (info, state, deployment status). Kept
+    as labelled children they cost ~500 bytes a job (a child, a label tuple, a dict slot
+    each); ten thousand jobs keep one entry each here instead.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._states: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def set(self, namespace: str, name: str, uid: str, state: str) -> None:
+        """Record one object's uid and current state."""
+        with self._lock:
+            self._states[(namespace, name)] = (uid, state)
+
+    def remove(self, namespace: str, name: str) -> bool:
+        """Forget one object; whether it was there."""
+        with self._lock:
+            return self._states.pop((namespace, name), None) is not None
+
+    def clear(self) -> None:
+        """Forget every object."""
+        with self._lock:
+            self._states.clear()
+
+    def items(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+        """A copy of ((namespace, name), (uid, state)) pairs."""
+        with self._lock:
+            return list(self._states.items())
+
+
+StateLabels = Callable[[str, str, str, str], LabelValues]  # (ns, name, uid, state) -> values
+
+
+class StateGauge(Gauge):
+    """A gauge with one series per object of an `ObjectStates`, each reading 1 (read-only).
+
+    `values` makes an object's label values, in `labelnames` order.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        source: ObjectStates,
+        values: StateLabels,
+    ) -> None:
+        super().__init__(name, documentation, labelnames)
+        self._source = source
+        self._values = values
+        self._one = GaugeChild(self._lock)
+        self._one.set(1)
+
+    def labels(self, *values: object, **kv: object) -> GaugeChild:
+        """Refused: the series are the source's objects (set them there)."""
+        raise TypeError(f"{self.name} is read from its ObjectStates: set the state there")
+
+    def remove(self, *values: object, **kv: object) -> bool:
+        """Refused, as `labels`."""
+        raise TypeError(f"{self.name} is read from its ObjectStates: remove the object there")
+
+    def clear(self) -> None:
+        """Forget every object of the source (and so every series of its gauges)."""
+        self._source.clear()
+
+    def _series(self) -> list[tuple[LabelValues, GaugeChild]]:
+        make, one = self._values, self._one
+        objects = self._source.items()
+        return sorted((make(ns, name, uid, state), one) for (ns, name), (uid, state) in objects)
+
+
 F = TypeVar("F", bound="Counter | Gauge | Histogram")
 
 
@@ -377,11 +451,16 @@ REGISTRY: Final = Registry()
 BUILD_INFO: Final = REGISTRY.register(
     Gauge("kuberay_syncer_build_info", "Always 1; the version of the running syncer.", ["version"])
 )
+# Every tracked RayJob's uid and jobDeploymentStatus ("New" before the first), which
+# kuberay_syncer_job_state, kuberay_job_info and kuberay_job_deployment_status show.
+JOB_STATES: Final = ObjectStates()
 JOB_STATE: Final = REGISTRY.register(
-    Gauge(
+    StateGauge(
         "kuberay_syncer_job_state",
         "1 for the current jobDeploymentStatus of each tracked RayJob.",
         ["namespace", "name", "job_deployment_status"],
+        JOB_STATES,
+        lambda ns, name, uid, state: (ns, name, state),
     )
 )
 TRANSITIONS: Final = REGISTRY.register(
@@ -455,13 +534,21 @@ SERVICE_TRAFFIC_PERCENT: Final = REGISTRY.register(
 # ConfigMap), since no custom resource exists.
 
 JOB_INFO: Final = REGISTRY.register(
-    Gauge("kuberay_job_info", "Metadata of RayJobs.", ["name", "namespace", "uid"])
+    StateGauge(
+        "kuberay_job_info",
+        "Metadata of RayJobs.",
+        ["name", "namespace", "uid"],
+        JOB_STATES,
+        lambda ns, name, uid, state: (name, ns, uid),
+    )
 )
 JOB_DEPLOYMENT_STATUS: Final = REGISTRY.register(
-    Gauge(
+    StateGauge(
         "kuberay_job_deployment_status",
         "The RayJob's current deployment status.",
         ["name", "namespace", "uid", "deployment_status"],
+        JOB_STATES,
+        lambda ns, name, uid, state: (name, ns, uid, state),
     )
 )
 # A gauge in KubeRay (set, not observed into buckets): the last duration per label set.

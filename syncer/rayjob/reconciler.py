@@ -337,13 +337,11 @@ class RayJobReconciler:
         old = before.job_deployment_status if before is not None else ""
         new = after.job_deployment_status
         with self._lock:
-            known = self.states.get(key)
             self._set_state_locked(key, new)
             if old != new:
                 self.transitions[(old, new)] += 1
         uid = str(meta.metadata(intent_cm).get("uid") or "")
-        if known != new:
-            _state_series(ns, name, uid, known, new)
+        metrics.JOB_STATES.set(ns, name, uid, new or "New")
         if old == new:
             return
         metrics.TRANSITIONS.labels(ns, KIND, old or "New", new).inc()
@@ -367,8 +365,7 @@ class RayJobReconciler:
         with self._lock:
             self._set_state_locked(key, None)
         self.engine.forget(key)
-        for family in (metrics.JOB_INFO, metrics.JOB_STATE, metrics.JOB_DEPLOYMENT_STATUS):
-            family.remove_matching(namespace=ns, name=name)
+        metrics.JOB_STATES.remove(ns, name)
         metrics.JOB_EXECUTION_DURATION.remove_matching(namespace=ns, name=name)
 
     def snapshot(self) -> tuple[dict[Key, str], dict[tuple[str, str], int]]:
@@ -403,21 +400,6 @@ def _one_event(pass_events: Sequence[machine.Event]) -> machine.Event | None:
         pass_events[0].reason,
         "; ".join(e.message for e in pass_events),
     )
-
-
-def _state_series(ns: str, name: str, uid: str, known: str | None, new: str) -> None:
-    """Move one job's state gauges from `known` (None: not set by this process) to `new`."""
-    if known is None:
-        metrics.JOB_INFO.labels(name=name, namespace=ns, uid=uid).set(1)
-    else:
-        metrics.JOB_STATE.remove(namespace=ns, name=name, job_deployment_status=known or "New")
-        metrics.JOB_DEPLOYMENT_STATUS.remove(
-            name=name, namespace=ns, uid=uid, deployment_status=known or "New"
-        )
-    metrics.JOB_STATE.labels(namespace=ns, name=name, job_deployment_status=new or "New").set(1)
-    metrics.JOB_DEPLOYMENT_STATUS.labels(
-        name=name, namespace=ns, uid=uid, deployment_status=new or "New"
-    ).set(1)
 
 
 def _next_look(decision: machine.Decision, poll_s: float) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -240,3 +241,69 @@ def test_the_global_registry_holds_the_syncer_and_kuberay_families() -> None:
         assert (family.type, family.labelnames) == (kind, labels), name
     text = metrics.REGISTRY.render()
     assert text.index("# HELP kuberay_job_info") < text.index("# HELP kuberay_syncer_leader")
+
+
+def test_state_gauges_show_each_object_of_their_source_once() -> None:
+    registry = Registry()
+    states = metrics.ObjectStates()
+    info = registry.register(
+        metrics.StateGauge("x_info", "Info.", ["name", "uid"], states, lambda ns, n, u, s: (n, u))
+    )
+    registry.register(
+        metrics.StateGauge(
+            "x_state",
+            "State.",
+            ["namespace", "name", "state"],
+            states,
+            lambda ns, n, u, s: (ns, n, s),
+        )
+    )
+    states.set("b", "job", "u-2", "Running")
+    states.set("a", "job", "u-1", "New")
+    states.set("a", "job", "u-1", "Complete")  # a move replaces the series, as KubeRay's
+    assert registry.render() == (
+        "# HELP x_info Info.\n# TYPE x_info gauge\n"
+        'x_info{name="job",uid="u-1"} 1\n'
+        'x_info{name="job",uid="u-2"} 1\n'
+        "# HELP x_state State.\n# TYPE x_state gauge\n"
+        'x_state{name="job",namespace="a",state="Complete"} 1\n'
+        'x_state{name="job",namespace="b",state="Running"} 1\n'
+    )
+    assert states.remove("b", "job") and not states.remove("b", "job")
+    assert 'namespace="b"' not in registry.render()
+    with pytest.raises(TypeError, match="ObjectStates"):
+        info.labels("job", "u-1")
+    info.clear()
+    assert registry.render().count("} 1") == 0
+
+
+def test_the_rayjob_families_cost_a_fraction_of_labelled_children() -> None:
+    import tracemalloc
+
+    names = [f"job-{i:05d}" for i in range(2_000)]
+    uids = [f"{i:08d}-0000-4000-8000-000000000000" for i in range(2_000)]
+
+    def traced(fill: Callable[[], object]) -> int:
+        tracemalloc.start()
+        try:
+            kept = fill()
+            size = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert kept is not None
+        return size
+
+    def children() -> object:
+        families = [Gauge(f"x{i}", "X.", ["namespace", "name", "uid", "s"]) for i in range(3)]
+        for name, uid in zip(names, uids, strict=True):
+            for family in families:
+                family.labels("ns", name, uid, "Running").set(1)
+        return families
+
+    def states() -> object:
+        source = metrics.ObjectStates()
+        for name, uid in zip(names, uids, strict=True):
+            source.set("ns", name, uid, "Running")
+        return source
+
+    assert traced(states) < 0.4 * traced(children)

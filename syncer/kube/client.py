@@ -197,9 +197,8 @@ class _ApiClientAuth:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._api = api_client
         self._config = api_client.configuration
-        self.host = str(self._config.host)
         self.transport: Transport = Urllib3Transport(
-            api_client.rest_client.pool_manager, self.host, maxsize=MIN_POOL_SIZE
+            api_client.rest_client.pool_manager, str(self._config.host), maxsize=MIN_POOL_SIZE
         )
 
     def headers(self) -> dict[str, str]:
@@ -221,7 +220,6 @@ class _ServiceAccountAuth:
 
     def __init__(self, account: ServiceAccount) -> None:
         self._account = account
-        self.host = account.host
         self.transport: Transport = Connections(
             account.host, ca_file=account.ca_file or None, maxsize=MIN_POOL_SIZE
         )

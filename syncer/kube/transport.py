@@ -217,8 +217,9 @@ class Connections:
 
 
 class _Urllib3Answer:
-    def __init__(self, raw: urllib3.BaseHTTPResponse) -> None:
+    def __init__(self, raw: urllib3.BaseHTTPResponse, errors: tuple[type[Exception], ...]) -> None:
         self._raw = raw
+        self._errors = errors  # what urllib3 raises, as its transport found them
         self.status = raw.status
 
     def header(self, name: str) -> str | None:
@@ -226,22 +227,18 @@ class _Urllib3Answer:
         return None if value is None else str(value)
 
     def read(self) -> bytes:
-        import urllib3
-
         try:
             data = self._raw.read()
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
+        except self._errors as exc:
             raise TransportError(str(exc)) from exc
         finally:
             self._raw.release_conn()
         return data
 
     def chunks(self) -> Iterator[bytes]:
-        import urllib3
-
         try:
             yield from self._raw.stream(STREAM_CHUNK, decode_content=True)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
+        except self._errors as exc:
             raise TransportError(str(exc)) from exc
 
     def release(self) -> None:
@@ -252,6 +249,10 @@ class Urllib3Transport:
     """A urllib3 pool (the `kubernetes` ApiClient's) to the API server at `base_url`."""
 
     def __init__(self, pool: urllib3.PoolManager, base_url: str, *, maxsize: int = 32) -> None:
+        import urllib3  # here, not at the top: a Pod's daemon never makes one
+
+        self._urllib3 = urllib3
+        self._errors: tuple[type[Exception], ...] = (OSError, urllib3.exceptions.HTTPError)
         self._pool = pool
         self._base = base_url.rstrip("/")
         # Pools are made on first use from these settings, so this takes effect for all.
@@ -269,8 +270,7 @@ class Urllib3Transport:
         read_s: float,
     ) -> Response:
         """Send through the pool, with no retries of its own; TransportError if no answer."""
-        import urllib3
-
+        urllib3 = self._urllib3
         try:
             raw = self._pool.request(
                 method,
@@ -283,7 +283,7 @@ class Urllib3Transport:
             )
         except urllib3.exceptions.HTTPError as exc:
             raise TransportError(str(exc)) from exc
-        return _Urllib3Answer(raw)
+        return _Urllib3Answer(raw, self._errors)
 
     def close(self) -> None:
         """Drop the pool's connections."""

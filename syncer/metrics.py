@@ -404,6 +404,10 @@ class StateGauge(Gauge):
         """Refused, as `labels`."""
         raise TypeError(f"{self.name} is read from its ObjectStates: remove the object there")
 
+    def remove_matching(self, **kv: object) -> int:
+        """Refused, as `labels` (it would find no series of its own and drop nothing)."""
+        raise TypeError(f"{self.name} is read from its ObjectStates: remove the object there")
+
     def clear(self) -> None:
         """Forget every object of the source (and so every series of its gauges)."""
         self._source.clear()

@@ -307,3 +307,14 @@ def test_the_rayjob_families_cost_a_fraction_of_labelled_children() -> None:
         return source
 
     assert traced(states) < 0.4 * traced(children)
+
+
+def test_a_hostile_name_in_a_state_gauge_cannot_add_a_sample_line() -> None:
+    registry = Registry()
+    states = metrics.ObjectStates()
+    registry.register(
+        metrics.StateGauge("x_info", "Info.", ["name", "uid"], states, lambda ns, n, u, s: (n, u))
+    )
+    states.set("ns", 'a"} 1\nx_info{name="forged', "u\\1", "Running")
+    samples = [line for line in registry.render().splitlines() if not line.startswith("#")]
+    assert samples == ['x_info{name="a\\"} 1\\nx_info{name=\\"forged",uid="u\\\\1"} 1']

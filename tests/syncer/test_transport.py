@@ -202,3 +202,14 @@ def test_the_daemon_path_imports_neither_kubernetes_nor_urllib3() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["http://127.0.0.2:9/x", "//127.0.0.2:9/x", "../../../version"])
+def test_a_name_a_tenant_chose_reaches_only_the_api_server_quoted(
+    served: tuple[FakeApiServer, KubeClient, Connections], name: str
+) -> None:
+    # An object name is read from objects a tenant writes: it is a quoted path segment on
+    # the one configured server, never a host or a path of its own.
+    _, kube, transport = served
+    assert kube.get(CONFIGMAPS, NAMESPACE, name) is None  # 404 for the quoted name
+    assert transport.opened == 1 and kube.calls[("GET", "404")] == 1

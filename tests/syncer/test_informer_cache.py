@@ -88,3 +88,23 @@ def test_a_watch_event_replaces_the_object_and_its_index() -> None:
     assert informer.get("ns", "web-a") == modified
     assert informer.by_index("app", "web") == []
     assert informer.by_index("app", "api") == [modified]
+
+
+def test_an_object_of_another_namespace_is_skipped_not_mixed_with_this_ones() -> None:
+    # A namespaced informer keys its cache by name; an object the server should not have
+    # sent (another namespace) must not take the place of this namespace's namesake.
+    foreign = _cm("web-a", "2", key="theirs")
+    foreign["metadata"]["namespace"] = "other"
+    late_foreign = _cm("web-b", "6")
+    late_foreign["metadata"]["namespace"] = "other"
+    informer = _run(
+        [_cm("web-a", "1", key="ours"), foreign],
+        [WatchEvent("ADDED", late_foreign), WatchEvent("DELETED", foreign)],
+    )
+    assert informer.skipped == 3  # two foreign objects and one foreign deletion
+    assert informer.get("ns", "web-a") == _cm("web-a", "1", key="ours")
+    assert informer.get("other", "web-a") is None
+    assert informer.get("ns", "web-b") is None
+    assert [o["metadata"]["namespace"] for o in informer.by_index("app", "web")] == ["ns"]
+    informer.forget("other", "web-a")  # a foreign name: nothing of this namespace goes
+    assert len(informer) == 1

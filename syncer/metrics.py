@@ -341,21 +341,30 @@ class Histogram(_Family[HistogramChild]):
 
 
 class ObjectStates:
-    """One (uid, state) per tracked object by (namespace, name), which gauges read at scrape time.
+    """A few facts per tracked object by (namespace, name), which gauges read at scrape time.
 
-    KubeRay shows a RayJob's facts as three series (info, state, deployment status). Kept
-    as labelled children they cost ~500 bytes a job (a child, a label tuple, a dict slot
-    each); ten thousand jobs keep one entry each here instead.
+    KubeRay shows a RayJob's facts as three series (info, state, deployment status), a
+    RayCluster's as two (info, provisioned condition). Kept as labelled children they cost
+    ~250 bytes a series (a child, a label tuple, a dict slot each); ten thousand objects
+    keep one entry each here instead: their uid, then the facts the gauges show.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fields: int = 2) -> None:
+        self.fields = fields  # how many strings each object has (uid included)
         self._lock = threading.Lock()
-        self._states: dict[tuple[str, str], tuple[str, str]] = {}
+        self._states: dict[tuple[str, str], tuple[str, ...]] = {}
 
-    def set(self, namespace: str, name: str, uid: str, state: str) -> None:
-        """Record one object's uid and current state."""
+    def set(self, namespace: str, name: str, *facts: str) -> None:
+        """Record one object's facts (uid first), replacing what was recorded."""
+        if len(facts) != self.fields:
+            raise ValueError(f"expected {self.fields} facts, got {len(facts)}")
         with self._lock:
-            self._states[(namespace, name)] = (uid, state)
+            self._states[(namespace, name)] = facts
+
+    def get(self, namespace: str, name: str) -> tuple[str, ...] | None:
+        """One object's facts, or None."""
+        with self._lock:
+            return self._states.get((namespace, name))
 
     def remove(self, namespace: str, name: str) -> bool:
         """Forget one object; whether it was there."""
@@ -367,19 +376,21 @@ class ObjectStates:
         with self._lock:
             self._states.clear()
 
-    def items(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-        """A copy of ((namespace, name), (uid, state)) pairs."""
+    def items(self) -> list[tuple[tuple[str, str], tuple[str, ...]]]:
+        """A copy of ((namespace, name), facts) pairs."""
         with self._lock:
             return list(self._states.items())
 
 
-StateLabels = Callable[[str, str, str, str], LabelValues]  # (ns, name, uid, state) -> values
+# (namespace, name, *facts) -> label values, or None: that object has no series here.
+StateLabels = Callable[..., LabelValues | None]
 
 
 class StateGauge(Gauge):
-    """A gauge with one series per object of an `ObjectStates`, each reading 1 (read-only).
+    """A gauge with at most one series per object of an `ObjectStates`, each reading 1.
 
-    `values` makes an object's label values, in `labelnames` order.
+    Read-only: `values` makes an object's label values, in `labelnames` order, or says
+    it has none (a condition not yet known).
     """
 
     def __init__(
@@ -414,8 +425,8 @@ class StateGauge(Gauge):
 
     def _series(self) -> list[tuple[LabelValues, GaugeChild]]:
         make, one = self._values, self._one
-        objects = self._source.items()
-        return sorted((make(ns, name, uid, state), one) for (ns, name), (uid, state) in objects)
+        made = (make(ns, name, *facts) for (ns, name), facts in self._source.items())
+        return sorted((values, one) for values in made if values is not None)
 
 
 F = TypeVar("F", bound="Counter | Gauge | Histogram")
@@ -589,19 +600,29 @@ SERVICE_CONDITION_UPGRADE: Final = REGISTRY.register(
         ["name", "namespace", "uid", "condition"],
     )
 )
-# RayCluster (raycluster.md §7): `uid` is the head Pod's, which anchors the status here.
+# RayCluster (raycluster.md §7): `uid` is the head Service's (the head Pod's without one),
+# which anchors the status here. Each tracked cluster's uid, owner kind and
+# RayClusterProvisioned condition status ("" until known), which kuberay_cluster_info and
+# kuberay_cluster_condition_provisioned show.
+CLUSTER_STATES: Final = ObjectStates(fields=3)
 CLUSTER_INFO: Final = REGISTRY.register(
-    Gauge(
+    StateGauge(
         "kuberay_cluster_info",
         "Metadata of RayClusters (owner_kind: RayCluster, RayJob or RayService).",
         ["name", "namespace", "uid", "owner_kind"],
+        CLUSTER_STATES,
+        lambda ns, name, uid, owner, provisioned: (name, ns, uid, owner),
     )
 )
 CLUSTER_CONDITION_PROVISIONED: Final = REGISTRY.register(
-    Gauge(
+    StateGauge(
         "kuberay_cluster_condition_provisioned",
         "Whether the RayCluster is provisioned (condition true or false).",
         ["name", "namespace", "uid", "condition"],
+        CLUSTER_STATES,
+        lambda ns, name, uid, owner, provisioned: (
+            (name, ns, uid, provisioned) if provisioned else None
+        ),
     )
 )
 CLUSTER_PROVISIONED_DURATION: Final = REGISTRY.register(

@@ -39,7 +39,6 @@ class Reporter:
         self.clock = clock
         self.monotonic = monotonic
         self._lock = threading.Lock()
-        self._series: dict[Key, tuple[str, str]] = {}  # (head uid, provisioned condition)
         self._refused: set[Hashable] = set()
 
     def event(self, key: Key, head: Manifest, kind: str, reason: str, message: str) -> None:
@@ -120,24 +119,13 @@ class Reporter:
         """
         _, ns, cluster = key
         provisioned = cluster_record.condition_status(new.status, cluster_status.PROVISIONED)
-        with self._lock:
-            old = self._series.get(key)
-            self._series[key] = (uid, provisioned)
-        if old == (uid, provisioned):
-            return
-        if old is not None and old[0] != uid:
-            self.drop_series(ns, cluster)
-            old = None
         owner = meta.label(head, naming.ORIGIN_KIND) or KIND
-        metrics.CLUSTER_INFO.labels(name=cluster, namespace=ns, uid=uid, owner_kind=owner).set(1)
-        if old is not None and old[1]:
-            metrics.CLUSTER_CONDITION_PROVISIONED.remove(
-                name=cluster, namespace=ns, uid=uid, condition=old[1]
-            )
-        if provisioned:
-            metrics.CLUSTER_CONDITION_PROVISIONED.labels(
-                name=cluster, namespace=ns, uid=uid, condition=provisioned
-            ).set(1)
+        with self._lock:
+            old = metrics.CLUSTER_STATES.get(ns, cluster)
+            if old is not None and old[0] != uid:
+                # Another cluster under the name: the old one's duration goes with it.
+                metrics.CLUSTER_PROVISIONED_DURATION.remove_matching(namespace=ns, name=cluster)
+            metrics.CLUSTER_STATES.set(ns, cluster, uid, owner, provisioned)
 
     @staticmethod
     def provisioned(
@@ -171,12 +159,8 @@ class Reporter:
     @staticmethod
     def drop_series(ns: str, cluster: str) -> None:
         """Remove the cluster's metric series."""
-        for family in (
-            metrics.CLUSTER_INFO,
-            metrics.CLUSTER_CONDITION_PROVISIONED,
-            metrics.CLUSTER_PROVISIONED_DURATION,
-        ):
-            family.remove_matching(namespace=ns, name=cluster)
+        metrics.CLUSTER_STATES.remove(ns, cluster)
+        metrics.CLUSTER_PROVISIONED_DURATION.remove_matching(namespace=ns, name=cluster)
 
     def refuse(self, head: Manifest, reason: str, message: str) -> None:
         """Report a cluster the syncer will not publish, once per head Pod version."""
@@ -203,6 +187,6 @@ class Reporter:
         """Drop a cluster's series and what is remembered of it."""
         _, ns, cluster = key
         with self._lock:
-            known = self._series.pop(key, None)
-        if known is not None:
-            self.drop_series(ns, cluster)
+            known = metrics.CLUSTER_STATES.get(ns, cluster)
+            if known is not None:
+                self.drop_series(ns, cluster)

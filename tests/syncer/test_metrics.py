@@ -318,3 +318,26 @@ def test_a_hostile_name_in_a_state_gauge_cannot_add_a_sample_line() -> None:
     states.set("ns", 'a"} 1\nx_info{name="forged', "u\\1", "Running")
     samples = [line for line in registry.render().splitlines() if not line.startswith("#")]
     assert samples == ['x_info{name="a\\"} 1\\nx_info{name=\\"forged",uid="u\\\\1"} 1']
+
+
+def test_a_state_gauge_shows_no_series_for_an_object_it_has_nothing_to_say_of() -> None:
+    # kuberay_cluster_condition_provisioned before the condition is known: info only.
+    registry = Registry()
+    states = metrics.ObjectStates(fields=3)
+    for name, make in (
+        ("x_info", lambda ns, n, uid, owner, cond: (n, uid, owner)),
+        ("x_condition", lambda ns, n, uid, owner, cond: (n, uid, cond) if cond else None),
+    ):
+        registry.register(metrics.StateGauge(name, "X.", ["name", "uid", "v"], states, make))
+    states.set("ns", "c1", "u-1", "RayJob", "")
+    states.set("ns", "c2", "u-2", "RayCluster", "True")
+    samples = [line for line in registry.render().splitlines() if not line.startswith("#")]
+    assert samples == [
+        'x_condition{name="c2",uid="u-2",v="True"} 1',
+        'x_info{name="c1",uid="u-1",v="RayJob"} 1',
+        'x_info{name="c2",uid="u-2",v="RayCluster"} 1',
+    ]
+    assert states.get("ns", "c1") == ("u-1", "RayJob", "")
+    with pytest.raises(ValueError, match="3 facts"):
+        states.set("ns", "c3", "u-3", "RayJob")  # one fact short: refused, nothing kept
+    assert states.get("ns", "c3") is None

@@ -29,6 +29,19 @@ POLL_RESERVE: Final = 0.1
 # its grant (the thread is scheduled again), and that moment must not push a window over.
 WINDOW_MARGIN_S: Final = 0.02
 CLIENT_IDLE_S: Final = 900.0  # a client unused this long is dropped (made again on use)
+# What an answer keeps of each Ray job: what a pass reads (the state machine: status,
+# message, times; the rest for logs and tests). Not the entrypoint, runtime_env, metadata
+# or driver details, which may be kilobytes a job, held for every cluster asked recently.
+JOB_FACTS: Final = (
+    "submission_id",
+    "job_id",
+    "status",
+    "message",
+    "error_type",
+    "start_time",
+    "end_time",
+    "driver_exit_code",
+)
 MAX_CLIENTS: Final = 50_000  # and never more than this many (least recently used go first)
 
 
@@ -212,7 +225,11 @@ class DashboardPool:
                 jobs = self.call("list_jobs", url, lambda d: d.list_jobs())
             facts = RayFacts(
                 reachable=True,
-                jobs={str(j.get("submission_id")): dict(j) for j in jobs if j.get("submission_id")},
+                jobs={
+                    str(j.get("submission_id")): {k: j[k] for k in JOB_FACTS if k in j}
+                    for j in jobs
+                    if j.get("submission_id")
+                },
             )
         except SyncerError as exc:
             facts = RayFacts(reachable=False, error=str(exc))

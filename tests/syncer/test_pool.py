@@ -136,3 +136,22 @@ def test_a_deferred_poll_makes_no_request_and_an_event_pass_still_does() -> None
     assert (pool.requests["list_jobs"], pool.deferred) == (1, 1)
     assert pool.facts("http://b") is not None  # an event's pass waits for its token
     assert pool.requests["list_jobs"] == 2
+
+
+def test_an_answer_keeps_what_a_pass_reads_not_each_job_s_entrypoint_and_env() -> None:
+    clock = ManualClock(100.0)
+    dashboard = FakeDashboard(clock)
+    dashboard.submit_job(
+        "job-1",
+        "python train.py " + "--flag " * 500,  # kilobytes a job, kept for every cluster
+        runtime_env={"pip": ["torch"] * 100},
+        metadata={"team": "x" * 1000},
+    )
+    pool = DashboardPool(lambda url: dashboard, budget_rps=100.0, clock=clock)
+    facts = pool.facts("http://head:8265")
+    full = {job["submission_id"]: job for job in dashboard.list_jobs()}["job-1"]
+    kept = facts.jobs["job-1"]
+    assert set(kept) == set(pool_module.JOB_FACTS) & set(full)
+    assert {"status", "start_time", "message"} <= set(kept)
+    assert all(kept[k] == full[k] for k in kept)
+    assert "entrypoint" not in kept and "runtime_env" not in kept and "metadata" not in kept

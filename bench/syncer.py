@@ -22,8 +22,9 @@ The syncer's API writes go through the daemon's write limiter (`api_write_qps`, 
 take tokens in turn, Events and pod releases only spare ones (`leader.GuardedKube`), so a
 burst of ends waits for the limit in its Events and releases. Requests are counted until
 those are done too, and the report says how long after the last status that was, and how
-many Events were recorded or dropped. The KubeRay models have no client limit, which makes
-them optimistic.
+many Events were recorded or dropped. The KubeRay models wait for KubeRay's own client
+limit (100 requests/s, burst 200, one bucket per kind written); a third model without it
+is printed beside them for comparison, and the targets are checked against the first two.
 
 Profiles of the window, by file paths in the environment: `KUBERAY_BENCH_PROFILE_SERVER`
 (cProfile of the fake server's event loop), `KUBERAY_BENCH_SAMPLE_SERVER` and
@@ -57,11 +58,14 @@ How it is set up:
 - KubeRay's model (one `GetJobInfo` per RayJob per reconcile, requeue after 3 s, one
   reconcile at a time) is a discrete-event simulation on a simulated clock, not slept
   through: each reconcile costs the median latency of a real loopback HTTP GET measured in
-  this run; finishing a job costs a second round trip (the status update), and counts
-  KubeRay's three writes (status, RayCluster delete, its Event; its reads come from
-  informer caches). It is simulated twice: on requeues only, and with the watch event of
-  the submitter Job completing (KubeRay owns the Job, so that event queues the RayJob at
-  once, behind any keys already queued). It has no CPU or memory figures.
+  this run; finishing a job costs a second round trip (the status update) and a third
+  on the pass its own update triggers (the RayCluster delete), and counts KubeRay's three
+  writes (status, RayCluster delete, its Event; its reads come from informer caches).
+  Each write first waits for a token of its kind's bucket (KubeRay v1.7's `--qps 100
+  --burst 200`, per REST client). It is simulated on requeues only, and with the watch
+  event of the submitter Job completing (KubeRay owns the Job, so that event queues the
+  RayJob at once, behind any keys already queued); and once more with that event and no
+  client limit. It has no CPU or memory figures.
 """
 
 from __future__ import annotations
@@ -145,6 +149,13 @@ KUBERAY_REQUEUE_S = 3.0
 # update, then (on the pass its own status event triggers) the RayCluster delete and its
 # DeletedRayCluster event. Reads come from its informer caches.
 KUBERAY_FINISH_WRITES = 3
+# KubeRay v1.7's client limit (`--qps`, `--burst`; ray-operator/apis/config/v1alpha1/
+# defaults.go: DefaultQPS 100, DefaultBurst 200), set on the manager's rest.Config.
+# controller-runtime makes one REST client per kind, each with its own token bucket from
+# that config: RayJob status updates take from one, RayCluster deletes from another, and
+# Events go through the recorder's own client, asynchronously.
+KUBERAY_CLIENT_QPS = 100.0
+KUBERAY_CLIENT_BURST = 200
 FINISHED = (rayjob.COMPLETE, rayjob.FAILED)
 # Profiling the window, by file paths in the environment: the fake server's event loop
 # (cProfile) and its threads (samples), and the syncer's threads (samples).
@@ -1016,6 +1027,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
     models = [
         kuberay_model(ends, t0, cost, events=False),
         kuberay_model(ends, t0, cost, events=True),
+        kuberay_model(ends, t0, cost, events=True, client_limit=False),
     ]
     return Run(
         scale=scale,
@@ -1205,16 +1217,20 @@ def kuberay_model(
     cost: float,
     *,
     events: bool,
+    client_limit: bool = True,
     requeue_s: float = KUBERAY_REQUEUE_S,
 ) -> Figures:
     """KubeRay's RayJob loop at concurrency 1 on a simulated clock.
 
     Every reconcile of a running RayJob makes one GetJobInfo (`cost` seconds) and requeues
     after `requeue_s`; the pass that sees the job ended also updates the status (another
-    `cost`) and does not requeue. Keys wait in a FIFO without duplicates, as in
-    client-go's work queue. The loop runs from a steady state (every job due at a random
-    point of one cycle before t0). With `events`, a job's end also queues its key (the
-    owned submitter Job's watch event).
+    `cost`), which is when Complete is published, and does not requeue. That update's own
+    watch event queues the key once more, for the pass that deletes the RayCluster
+    (`cost`). Keys wait in a FIFO without duplicates, as in client-go's work queue. The
+    loop runs from a steady state (every job due at a random point of one cycle before
+    t0). With `events`, a job's end also queues its key (the owned submitter Job's watch
+    event). With `client_limit`, each write first waits for a token of its kind's bucket
+    (`KUBERAY_CLIENT_QPS`), and the one worker waits with it.
     """
     names = list(ends)
     rng = random.Random(len(names))
@@ -1226,16 +1242,27 @@ def kuberay_model(
     ready: deque[str] = deque()
     queued: set[str] = set()
     finished: dict[str, float] = {}
+    cleanup: set[str] = set()  # finished, their RayCluster not yet deleted
     gets = writes = 0
-    horizon = max(ends.values()) + 10 * cycle + 60
+    horizon = max(ends.values()) + 10 * cycle + 60 + 4 * len(names) / KUBERAY_CLIENT_QPS
+    # One bucket per kind written (RayJob status, RayCluster), on the simulated clock.
+    buckets = [
+        TokenBucket(KUBERAY_CLIENT_QPS, KUBERAY_CLIENT_BURST, clock=lambda: clock) for _ in range(2)
+    ]
+
+    def write(kind: int) -> None:
+        nonlocal clock
+        if client_limit:
+            clock += buckets[kind].reserve()
+        clock += cost
 
     def enqueue(name: str) -> None:
-        if name not in queued and name not in finished:
+        if name not in queued and (name not in finished or name in cleanup):
             queued.add(name)
             ready.append(name)
 
     arrival = 0
-    while len(finished) < len(names) and clock < horizon:
+    while (len(finished) < len(names) or cleanup) and clock < horizon:
         while timers and timers[0][0] <= clock:
             enqueue(heapq.heappop(timers)[1])
         while arrival < len(arrivals) and arrivals[arrival][0] <= clock:
@@ -1251,20 +1278,28 @@ def kuberay_model(
             continue
         name = ready.popleft()
         queued.discard(name)
+        if name in cleanup:  # the pass after its own status update
+            write(1)  # the RayCluster delete (its Event is sent in the background)
+            cleanup.discard(name)
+            continue
         answered = clock + cost / 2  # the dashboard's view, mid-request
         clock += cost
         if clock >= t0:
             gets += 1
         if ends[name] <= answered:
-            clock += cost  # the status update
+            write(0)  # the status update
             writes += KUBERAY_FINISH_WRITES
             finished[name] = clock
+            cleanup.add(name)
+            enqueue(name)
         else:
             heapq.heappush(timers, (clock + requeue_s, name))
     delays = [finished[n] - ends[n] for n in names if n in finished]
     t_done = max(finished.values()) if len(finished) == len(names) else horizon
     job_hours = sum(min(end, t_done) - t0 for end in ends.values()) / 3600
     label = "kuberay model + Job events" if events else "kuberay model"
+    if not client_limit:
+        label += ", no client limit"
     return Figures(
         label,
         delays,
@@ -1357,7 +1392,7 @@ def report(run: Run) -> list[str]:
 def _targets(run: Run) -> list[str]:
     """Issue 13's targets, against the KubeRay models measured in the same run."""
     ours, jobs, budget = run.syncer, run.scale.jobs, run.scale.budget_rps
-    plain, events = run.models
+    plain, events, _ = run.models
     p95 = ours.percentile(0.95)
     checks: list[tuple[str, bool]] = []
     if jobs <= 1000:
@@ -1390,7 +1425,7 @@ def _writes_per_finished(figures: Figures) -> float:
 
 def summary(run: Run) -> str:
     """One line of `key=value` words a script can split (`syncer-summary ...`)."""
-    ours, (plain, events) = run.syncer, run.models
+    ours, (plain, events, unlimited) = run.syncer, run.models
     values: dict[str, float | int | str] = {
         "jobs": run.scale.jobs,
         "spread_s": run.scale.spread_s,
@@ -1405,6 +1440,7 @@ def summary(run: Run) -> str:
         "model_p95_s": plain.percentile(0.95),
         "model_events_p95_s": events.percentile(0.95),
         "p95_vs_model_events": ours.percentile(0.95) / max(events.percentile(0.95), 1e-9),
+        "model_events_unlimited_p95_s": unlimited.percentile(0.95),
         "dashboard_per_job_hour": ours.dashboard_per_job_hour,
         "model_dashboard_per_job_hour": plain.dashboard_per_job_hour,
         "kube_per_job_hour": ours.kube_per_job_hour,
@@ -1431,8 +1467,9 @@ def summary(run: Run) -> str:
 
 def plot(run: Run, path: Path) -> Path:
     """Delay (y, s) over the job's end time (x, s into the window): the syncer in red,
-    KubeRay's model with Job events in blue, without them in grey."""
-    plain, events = run.models
+    KubeRay's model with Job events in blue, without them in grey (both with its client
+    limit)."""
+    plain, events, _ = run.models
     return png.scatter(
         path,
         [

@@ -199,6 +199,7 @@ def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:
     models = [
         bench.kuberay_model(ends, t0, cost, events=False),
         bench.kuberay_model(ends, t0, cost, events=True),
+        bench.kuberay_model(ends, t0, cost, events=True, client_limit=False),
     ]
     sides = [ours, *models]
     width = max(len(f.name) for f in sides) + 2

@@ -14,6 +14,7 @@ not block.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -30,6 +31,7 @@ Projection = Callable[[Manifest], Manifest]
 
 _LOG = logging.getLogger(__name__)
 SHORT_WATCH_S = 1.0
+JITTER_FROM_S = 60  # watch timeouts from this long on are spread over [T, 2T)
 
 
 def key_of(obj: Manifest) -> Key:
@@ -92,6 +94,7 @@ class Informer:
         self._thread: threading.Thread | None = None
         self._backoff = backoff or (lambda failures: min(30.0, 0.5 * 2 ** min(failures, 6)))
         self._watch_timeout = watch_timeout_s
+        self._random = random.Random().random  # spreads watch renewals, nothing else
         self.resource_version = ""
         self.relists = 0
         self.skipped = 0  # objects a projection or indexer failed on, or foreign ones (counted)
@@ -232,7 +235,11 @@ class Informer:
         return self._thread is None or self._thread.is_alive() or self._stop.is_set()
 
     def stalled(self, now: float | None = None) -> bool:
-        """Whether no list or watch made progress for twice the watch timeout (H2)."""
+        """Whether no list or watch made progress for twice the watch timeout (H2).
+
+        2 T + 30 s is longer than the longest jittered watch (under 2 T), which ends in
+        progress even when it delivered nothing.
+        """
         now = time.monotonic() if now is None else now
         return now - self.progress_at > 2 * self._watch_timeout + 30
 
@@ -345,6 +352,18 @@ class Informer:
             if key not in fresh:
                 self._notify("DELETED", obj)
 
+    def _next_watch_timeout(self) -> int:
+        """The next watch's timeout: uniform in [T, 2T) for T >= `JITTER_FROM_S`.
+
+        As client-go's reflector does: a dozen informers (and a restarted replica's) do not
+        renew their watches together, and each renews every 1.5 T on average, not every T.
+        A short T (tests) is used as it is.
+        """
+        base = self._watch_timeout
+        if base < JITTER_FROM_S:
+            return base
+        return base + int(self._random() * base)
+
     def _watch_once(self) -> int:
         """One watch until it ends; how many events (bookmarks included) it delivered."""
         seen = 0
@@ -353,7 +372,7 @@ class Informer:
             self.namespace,
             resource_version=self.resource_version,
             label_selector=self._selector,
-            timeout_s=self._watch_timeout,
+            timeout_s=self._next_watch_timeout(),
         )
         for event in events:
             seen += 1

@@ -108,3 +108,32 @@ def test_an_object_of_another_namespace_is_skipped_not_mixed_with_this_ones() ->
     assert [o["metadata"]["namespace"] for o in informer.by_index("app", "web")] == ["ns"]
     informer.forget("other", "web-a")  # a foreign name: nothing of this namespace goes
     assert len(informer) == 1
+
+
+def test_long_watches_are_spread_over_t_to_2t_and_short_ones_kept() -> None:
+    # As client-go's reflector: informers do not renew their watches together.
+    stopped = threading.Event()
+    asked: list[int] = []
+
+    class Timed(Scripted):
+        def watch(self, *args: Any, **kwargs: Any) -> Iterator[WatchEvent]:
+            asked.append(kwargs["timeout_s"])
+            yield WatchEvent("BOOKMARK", _cm("x", str(len(asked))))
+            if len(asked) >= 200:
+                self.stop.set()
+
+    for timeout, expect_spread in ((300, True), (5, False)):
+        asked.clear()
+        stopped.clear()
+        informer = Informer(
+            Timed([], [], stopped), CONFIGMAPS, "ns", project=keep_all, watch_timeout_s=timeout
+        )
+        informer._stop = stopped
+        informer.run()
+        if expect_spread:
+            assert all(timeout <= t < 2 * timeout for t in asked)
+            assert len(set(asked)) > 50  # spread, not one value
+            assert sum(asked) / len(asked) > 1.3 * timeout
+        else:
+            assert set(asked) == {timeout}
+        assert not informer.stalled(informer.progress_at + 2 * timeout)

@@ -323,8 +323,7 @@ class Informer:
             page.reverse()
             while page:  # drop each full object once projected
                 item = self._project(page.pop())
-                key = None if item is None else self._key_of(item)
-                if item is not None and key is not None:
+                if item is not None and (key := self._key_of(item)) is not None:
                     fresh[key] = item
         return fresh, version
 

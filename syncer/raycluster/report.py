@@ -187,6 +187,5 @@ class Reporter:
         """Drop a cluster's series and what is remembered of it."""
         _, ns, cluster = key
         with self._lock:
-            known = metrics.CLUSTER_STATES.get(ns, cluster)
-            if known is not None:
+            if metrics.CLUSTER_STATES.get(ns, cluster) is not None:
                 self.drop_series(ns, cluster)

@@ -8,7 +8,7 @@ closes every watch at once is not hammered. Objects are cut down by a projection
 they are cached, so thousands of pods stay small in memory. Handlers learn about changes
 (a MODIFIED event that changes nothing the projection keeps, such as the echo of a write
 this process cached already, or an annotation a projection drops, is not one); they must
-not block.
+not block. What is cached, its keys and its indexes, is the `syncer.kube.store` it extends.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from syncer.errors import GoneError, SyncerError
 from syncer.kube.client import Kube, Resource
 from syncer.kube.compact import compact
+from syncer.kube.store import CacheKey, Manifest, Store, version_of
 
-Manifest = dict[str, Any]
-Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, Manifest], None]  # (event type, object)
 Projection = Callable[[Manifest], Manifest]
 
@@ -34,40 +32,13 @@ SHORT_WATCH_S = 1.0
 JITTER_FROM_S = 60  # watch timeouts from this long on are spread over [T, 2T)
 
 
-def key_of(obj: Manifest) -> Key:
-    """The cache key of an object."""
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
 def keep_all(obj: Manifest) -> Manifest:
     """The identity projection."""
     return obj
 
 
-# What the cache is keyed by: an informer of one namespace keys its objects by name alone
-# (the interned string the object holds already), one of every namespace by `Key`. A
-# (namespace, name) tuple per object costs 56 bytes: ~3.3 MB at ten thousand jobs.
-CacheKey = str | Key
-
-# An index maps a value to the one key that has it (most values: a job's cluster has one
-# head Pod, a Job one submitter pod) or to a set of keys: a one-key set costs 216 bytes,
-# five of them per job at ten thousand jobs ~10 MB.
-Bucket = CacheKey | set[CacheKey]
-
-
-def _bucket_add(index: dict[Hashable, Bucket], value: Hashable, key: CacheKey) -> None:
-    bucket = index.get(value)
-    if bucket is None:
-        index[value] = key
-    elif isinstance(bucket, set):
-        bucket.add(key)
-    elif bucket != key:
-        index[value] = {bucket, key}
-
-
-class Informer:
-    """A cache of one resource in one namespace (or all), kept current by list+watch."""
+class Informer(Store):
+    """A store of one resource in one namespace (or all), kept current by list+watch."""
 
     def __init__(
         self,
@@ -81,14 +52,12 @@ class Informer:
         backoff: Callable[[int], float] | None = None,
         watch_timeout_s: int = 300,
     ) -> None:
+        super().__init__(namespace)
         self.resource = resource
-        self.namespace = namespace
         self._kube = kube
         self._selector = label_selector
         self._project_raw: Projection = lambda obj: compact(project(obj))
         self._handlers = list(handlers)
-        self._cache: dict[CacheKey, Manifest] = {}
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,45 +66,17 @@ class Informer:
         self._random = random.Random().random  # spreads watch renewals, nothing else
         self.resource_version = ""
         self.relists = 0
-        self.skipped = 0  # objects a projection or indexer failed on, or foreign ones (counted)
         self.crashes = 0  # loop iterations that ended in an unexpected exception
         self.short_watches = 0  # watches that ended at once with no event (L5)
         # Monotonic time of the last list, watch event or watch that ended normally.
         self.progress_at = time.monotonic()
-        self._indexers: dict[str, Callable[[Manifest], Iterable[Hashable]]] = {}
-        self._indices: dict[str, dict[Hashable, Bucket]] = {}
 
     # --- reading ---------------------------------------------------------------------------
 
-    def get(self, namespace: str, name: str) -> Manifest | None:
-        """The cached object, or None."""
-        key = self._key(namespace, name)
-        if key is None:
-            return None
-        with self._lock:
-            return self._cache.get(key)
-
-    def items(self) -> list[Manifest]:
-        """A snapshot of every cached object."""
-        with self._lock:
-            return list(self._cache.values())
-
-    def _key(self, namespace: str, name: str) -> CacheKey | None:
-        """The cache key of `namespace`/`name`; None for a namespace this one does not watch."""
-        if self.namespace is None:
-            return (namespace, name)
-        return name if namespace == self.namespace else None
-
-    def _key_of(self, obj: Manifest) -> CacheKey | None:
-        """The cache key of a listed or watched object; None (counted) for a foreign one."""
-        key = self._key(*key_of(obj))
-        if key is None:
-            self.skipped += 1  # a server that answers with another namespace's objects
-        return key
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._cache)
+    @property
+    def skipped(self) -> int:
+        """Objects a projection or an indexer failed on, or foreign ones (counted)."""
+        return self._skipped
 
     @property
     def synced(self) -> bool:
@@ -146,75 +87,11 @@ class Informer:
         """Block until the first list has been loaded."""
         return self._synced.wait(timeout)
 
-    def add_index(self, name: str, values: Callable[[Manifest], Iterable[Hashable]]) -> None:
-        """Keep an index `name`: value → keys of the objects `values(obj)` names."""
-        with self._lock:
-            self._indexers[name] = values
-            self._indices[name] = {}
-            for key, obj in self._cache.items():
-                for value in values(obj):
-                    _bucket_add(self._indices[name], value, key)
-
-    def by_index(self, name: str, value: Hashable) -> list[Manifest]:
-        """The cached objects whose index `name` holds `value`."""
-        with self._lock:
-            bucket = self._indices[name].get(value)
-            keys = () if bucket is None else bucket if isinstance(bucket, set) else (bucket,)
-            return [self._cache[k] for k in keys if k in self._cache]
-
-    def _index_remove_locked(self, key: CacheKey, obj: Manifest) -> None:
-        for name, values in self._indexers.items():
-            index = self._indices[name]
-            for value in values(obj):
-                bucket = index.get(value)
-                if bucket == key:
-                    del index[value]
-                elif isinstance(bucket, set):
-                    bucket.discard(key)
-                    if len(bucket) == 1:
-                        index[value] = next(iter(bucket))
-
-    def _index_add_locked(self, key: CacheKey, obj: Manifest) -> None:
-        for name, values in self._indexers.items():
-            try:
-                found = list(values(obj))
-            except Exception:  # noqa: BLE001 - a bad object is skipped in this index (H1)
-                self.skipped += 1
-                _LOG.exception("indexer failed index=%s object=%s/%s", name, *key_of(obj))
-                continue
-            for value in found:
-                _bucket_add(self._indices[name], value, key)
-
-    def _store_locked(self, key: CacheKey, obj: Manifest | None) -> None:
-        old = self._cache.get(key)
-        if old is not None:
-            self._index_remove_locked(key, old)
-        if obj is None:
-            self._cache.pop(key, None)
-        else:
-            self._cache[key] = obj
-            self._index_add_locked(key, obj)
-
     def upsert(self, obj: Manifest) -> None:
         """Put an object this process just wrote, unless the cache already has a newer one."""
         projected = self._project(obj)
-        if projected is None:
-            return
-        key = self._key_of(projected)
-        if key is None:
-            return
-        with self._lock:
-            current = self._cache.get(key)
-            if current is None or _newer(projected, current):
-                self._store_locked(key, projected)
-
-    def forget(self, namespace: str, name: str) -> None:
-        """Drop an object this process just deleted."""
-        key = self._key(namespace, name)
-        if key is None:
-            return
-        with self._lock:
-            self._store_locked(key, None)
+        if projected is not None:
+            self._upsert_projected(projected)
 
     def add_handler(self, handler: Handler) -> None:
         """Call `handler(event_type, object)` on every change."""
@@ -225,7 +102,7 @@ class Informer:
         try:
             return self._project_raw(obj)
         except Exception:  # noqa: BLE001 - one bad object must not kill the informer (H1)
-            self.skipped += 1
+            self._skipped += 1
             _LOG.exception("projection failed resource=%s; object skipped", self.resource.plural)
             return None
 
@@ -331,12 +208,7 @@ class Informer:
         """Replace the cache with a fresh list, telling handlers what changed."""
         fresh, version = self._fetch()
         with self._lock:
-            old = self._cache
-            self._cache = {}
-            for index in self._indices.values():
-                index.clear()
-            for key, obj in fresh.items():
-                self._store_locked(key, obj)
+            old = self._replace_locked(fresh)
             self.resource_version = version
         self.relists += 1
         self.progress_at = time.monotonic()
@@ -345,7 +217,7 @@ class Informer:
             before = old.get(key)
             if before is None:
                 self._notify("ADDED", obj)
-            elif _version(before) != _version(obj) and not same_content(before, obj):
+            elif version_of(before) != version_of(obj) and not same_content(before, obj):
                 self._notify("MODIFIED", obj)  # changed while the watch was away
         for key, obj in old.items():
             if key not in fresh:
@@ -420,19 +292,3 @@ def same_content(a: Manifest, b: Manifest) -> bool:
         elif value != other:
             return False
     return True
-
-
-def _version(obj: Manifest) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _newer(a: Manifest, b: Manifest) -> bool:
-    """Whether `a` is a later version than `b`.
-
-    resourceVersions compare as integers when they are; Kubernetes calls them opaque, but
-    etcd's are, and the fake server's too.
-    """
-    va, vb = _version(a), _version(b)
-    if va.isdigit() and vb.isdigit():
-        return int(va) > int(vb)
-    return va != vb

@@ -41,6 +41,7 @@ from syncer.logs import set_level, setup_logging
 from syncer.ray.pool import DashboardPool
 from syncer.ray.types import Dashboard
 from syncer.raycluster import reconciler as raycluster_reconciler
+from syncer.raycluster import views as raycluster_views
 from syncer.rayjob import machine as rayjob_machine
 from syncer.rayjob import reconciler as rayjob_reconciler
 from syncer.rayjob import views as rayjob_views
@@ -124,13 +125,14 @@ class Syncer:
             project=dashboard_clients.keeping_auth_secret(rayjob_views.cached_pod),
         )
         self.pods.add_index(dashboard_clients.HEADS_INDEX, dashboard_clients.heads)
-        # The head Services, for the live dashboard port (C2).
+        # One Services cache too: the dashboard clients dial the live head Service's port
+        # (C2), the RayCluster status reads its clusterIP, ports and shape.
         self.services = Cache.watching(
             kube,
             SERVICES,
             options.namespaces,
             label_selector=options.label_selector,
-            project=dashboard_clients.project_service,
+            project=raycluster_views.cached_service,
         )
         self.http: dashboard_clients.DashboardFactory | None = None
         if dashboards is None:
@@ -159,7 +161,7 @@ class Syncer:
             cluster_domain=options.cluster_domain,
         )
         self.raycluster = raycluster_reconciler.RayClusterReconciler(
-            self.engine, self.pods, options.raycluster
+            self.engine, self.pods, self.services, options.raycluster
         )
         self.autoscaler = autoscaler_reconciler.AutoscalerReconciler(self.engine, self.pods)
         self.engine.register(self.rayjob)
@@ -178,39 +180,29 @@ class Syncer:
         self.rayjob.reconfigure(options.for_rayjob())
 
     def informers(self) -> list[Informer]:
-        """Every informer: the engine's and the head Services' (which no reconciler lists)."""
-        return [*self.engine.informers(), *self.services.informers]
+        """Every informer: the engine's (the Services cache is the RayCluster reconciler's)."""
+        return self.engine.informers()
 
     def start_informers(self, timeout: float = 60.0) -> bool:
         """Start every cache and wait for the first lists (tests that drive passes)."""
-        for informer in self.services.informers:
-            informer.start()
-        synced = self.engine.start_informers(timeout)
-        return synced and all(i.wait_synced(timeout) for i in self.services.informers)
+        return self.engine.start_informers(timeout)
 
     def start(self, stop: threading.Event | None = None) -> bool:
         """Start caches, then workers and the resync (see `Engine.start`).
 
-        The head Services are listed first: a pass dials only a Service it has cached.
+        No pass runs before every cache, the head Services' included, has its first list:
+        a pass dials only a Service it has cached.
         """
         metrics.BUILD_INFO.labels(version=VERSION).set(1)
-        for informer in self.services.informers:
-            informer.start()
-        while not all(i.wait_synced(0.2) for i in self.services.informers):
-            if stop is not None and stop.is_set():
-                return False
         return self.engine.start(stop)
 
     def stop(self) -> None:
         """Stop workers and caches."""
         self.engine.stop()
-        for informer in self.services.informers:
-            informer.stop()
 
     def healthy(self) -> bool:
         """Liveness (H2): every informer and engine thread alive, no watch stalled."""
-        services = all(i.alive and not i.stalled() for i in self.services.informers)
-        return self.engine.healthy() and services
+        return self.engine.healthy()
 
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""

@@ -68,18 +68,6 @@ class Settings:
 # --- what the caches keep ---------------------------------------------------------------------
 
 
-def project_service(service: Manifest) -> Manifest:
-    """A Service cut down to identity, labels and its `dashboard` port (never raises)."""
-    ports = []
-    spec = service.get("spec")
-    for port in (spec.get("ports") if isinstance(spec, dict) else None) or []:
-        if isinstance(port, dict) and port.get("name") == DASHBOARD_PORT_NAME:
-            ports.append({"name": DASHBOARD_PORT_NAME, "port": port.get("port")})
-    source = meta.metadata(service) if isinstance(service, dict) else {}
-    kept = {k: source.get(k) for k in ("name", "namespace", "resourceVersion", "uid", "labels")}
-    return {"apiVersion": "v1", "kind": "Service", "metadata": kept, "spec": {"ports": ports}}
-
-
 def auth_secret_of(pod: Manifest) -> str:
     """The Secret a head Pod's containers take `RAY_AUTH_TOKEN` from ("" if none)."""
     spec = pod.get("spec") if isinstance(pod, dict) else None
@@ -293,6 +281,8 @@ class DashboardFactory:
         """The `dashboard` port of the live head Service (TransientError: none, not dialled)."""
         spec: Any = self._service(namespace, service).get("spec") or {}
         for port in spec.get("ports") or []:
+            if port.get("name") != DASHBOARD_PORT_NAME:
+                continue
             value = port.get("port")
             if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536:
                 return value

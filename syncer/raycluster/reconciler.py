@@ -31,7 +31,7 @@ from syncer import metrics, status
 from syncer.engine import Engine, Key
 from syncer.kube import meta
 from syncer.kube.cache import Cache
-from syncer.kube.client import CONFIGMAPS, PODS, SERVICES, Kube, Manifest
+from syncer.kube.client import CONFIGMAPS, PODS, Kube, Manifest
 from syncer.kube.timestamps import format_time
 from syncer.raycluster import anchor, cleanup, views
 from syncer.raycluster import record as cluster_record
@@ -79,17 +79,14 @@ class RayClusterReconciler:
 
     kind: Final = KIND
 
-    def __init__(self, engine: Engine, pods: Cache, options: Options | None = None) -> None:
+    def __init__(
+        self, engine: Engine, pods: Cache, services: Cache, options: Options | None = None
+    ) -> None:
+        """`pods` and `services` are the daemon's shared caches (`views.cached_service`)."""
         self.engine = engine
         self.pods = pods
         self.options = options or Options()
-        self.services = Cache.watching(
-            engine.kube,
-            SERVICES,
-            engine.options.namespaces,
-            label_selector=engine.options.label_selector,
-            project=views.cached_service,
-        )
+        self.services = services
         self.services.add_index(_SERVICES_INDEX, views.head_service_of)
         self.anchors = Cache.watching(
             engine.kube,
@@ -119,7 +116,7 @@ class RayClusterReconciler:
         self.report = Reporter(engine.kube, clock=engine.clock, monotonic=engine.monotonic)
 
     def caches(self) -> Sequence[Cache]:
-        """The pod cache (shared), the head Service and the Redis cleanup anchor caches."""
+        """The pod and Service caches (shared) and the Redis cleanup anchor cache."""
         return [self.pods, self.services, self.anchors]
 
     def reconfigure(self, options: Options) -> None:

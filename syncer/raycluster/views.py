@@ -3,12 +3,14 @@
 `shape` decodes the head Pod's cluster-shape annotation (`schemas.cluster`, written by the
 renderer) into the spec view and desired resources, refusing a malformed or oversized one;
 `pod_view` turns a cached Pod (`syncer.rayjob.views.cached_pod` keeps what is read here)
-into `status.PodView`; `cached_service` is the Service cache's projection and
-`head_service` picks the cluster's head Service from it. Pure.
+into `status.PodView`; `cached_service` is the projection of the one Services cache (the
+dashboard clients read it too) and `head_service` picks the cluster's head Service from
+it. Pure.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any, Final
 from renderer import naming
 from schemas import cluster as contract
 from syncer.kube import meta
+from syncer.kube.compact import share_shape
 from syncer.kube.timestamps import parse_time
 from syncer.raycluster import status
 
@@ -149,13 +152,30 @@ def pod_view(pod: Manifest) -> status.PodView:
     )
 
 
+# The named ports of a Service: what the status reads (nodePort, targetPort) and what the
+# dashboard clients dial (the `dashboard` port's `port`).
+_PORT_FIELDS: Final = ("name", "port", "nodePort", "targetPort")
+_MAX_PORTS: Final = 64
+# Every head Service the renderer writes has the same ports (and a headless one the same
+# clusterIP): one copy of its spec, and of each port, for all of them (`syncer.kube.compact`).
+share_shape("clusterIP", "ports")
+for _fields in itertools.chain.from_iterable(
+    itertools.combinations(_PORT_FIELDS[1:], n) for n in range(len(_PORT_FIELDS))
+):
+    share_shape("name", *_fields)  # a port: its name and any of the other fields, in order
+
+
 def cached_service(svc: Manifest) -> Manifest:
-    """A Service cut down to identity, labels, deletion, clusterIP and named ports."""
+    """A Service cut down to identity, labels, deletion, clusterIP and named ports.
+
+    The one projection of the one Services cache: the RayCluster status reads it, and the
+    dashboard clients dial the `port` of its port named `dashboard` (review C2).
+    """
     metadata = meta.metadata(svc)
     spec = svc.get("spec") or {}
     ports = [
-        {k: p.get(k) for k in ("name", "nodePort", "targetPort") if p.get(k) is not None}
-        for p in (spec.get("ports") or [])[:64]
+        {k: p.get(k) for k in _PORT_FIELDS if p.get(k) is not None}
+        for p in (spec.get("ports") or [])[:_MAX_PORTS]
         if isinstance(p, dict)
     ]
     kept = {k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "labels")}

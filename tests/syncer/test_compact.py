@@ -3,7 +3,8 @@
 A cached object must read back exactly as it was given, whatever keys a tenant wrote (a
 ConfigMap's data keys may be `__class__` or `__dict__`), while the table of dict shapes
 stays bounded; on CPython the compacted dicts are smaller than plain ones (the point).
-Equal pod specs and Ready conditions are one copy, and the table of them stays bounded.
+Equal pod specs, Ready conditions and head Service specs (else their ports) are one copy,
+and the table of them stays bounded.
 A status record is cached packed with a codebook, and reads back exactly, or
 not at all when the bytes are garbled.
 """
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from syncer import status
 from syncer.kube import compact as compacting
 from syncer.kube.compact import compact
+from syncer.raycluster import views as raycluster_views
 from syncer.rayjob import views
 
 
@@ -283,6 +285,55 @@ def test_shared_subtrees_make_a_thousand_submitter_pods_smaller(
     monkeypatch.setattr(compacting, "_shared_shapes", set())
     unshared = _traced_bytes(lambda: _cached(next(pods)), copies=1000)
     assert shared < 0.8 * unshared, (shared, unshared)
+
+
+def _head_service(cluster: str, *, cluster_ip: str = "None") -> dict[str, Any]:
+    """A rendered head Service as the API server returns it (targetPort defaulted)."""
+    ports = [("client", 10001), ("dashboard", 8265), ("gcs-server", 6379), ("metrics", 8080)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{cluster}-head-svc",
+            "namespace": "ns",
+            "resourceVersion": "9",
+            "uid": f"uid-{cluster}",
+            "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "head"},
+        },
+        "spec": {
+            "clusterIP": cluster_ip,
+            "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": p} for n, p in ports],
+        },
+    }
+
+
+def _cached_service(svc: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = compact(raycluster_views.cached_service(copy.deepcopy(svc)))
+    return result
+
+
+def test_head_services_share_their_spec_or_else_their_ports() -> None:
+    a, b = _cached_service(_head_service("a")), _cached_service(_head_service("b"))
+    assert a["spec"] is b["spec"]  # headless: one spec for every head Service
+    assert a == raycluster_views.cached_service(_head_service("a"))  # reads back as projected
+    assert a["spec"]["ports"][1] == {"name": "dashboard", "port": 8265, "targetPort": 8265}
+    # A ClusterIP Service has its own address, and still shares each port.
+    c = _cached_service(_head_service("c", cluster_ip="10.96.0.7"))
+    d = _cached_service(_head_service("d", cluster_ip="10.96.0.8"))
+    assert c["spec"] is not d["spec"]
+    assert all(p is q for p, q in zip(c["spec"]["ports"], d["spec"]["ports"], strict=True))
+    assert c["spec"]["clusterIP"] == "10.96.0.7" and d["spec"]["clusterIP"] == "10.96.0.8"
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's key-sharing dicts")
+def test_shared_specs_make_a_thousand_head_services_smaller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    services = iter(_head_service(f"c-{i:05d}") for i in range(2000))
+    shared = _traced_bytes(lambda: _cached_service(next(services)), copies=1000)
+    monkeypatch.setattr(compacting, "_shared_shapes", set())
+    unshared = _traced_bytes(lambda: _cached_service(next(services)), copies=1000)
+    assert shared < 0.6 * unshared, (shared, unshared)
 
 
 def test_a_running_jobs_empty_status_is_not_cached_and_reads_the_same() -> None:

@@ -355,10 +355,20 @@ def test_a_lease_lost_mid_pass_sends_no_submission(world: World) -> None:
 def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) -> None:
     a, ray = world.a, world.ray
     world.job("plain", a)
+    since = world.kube_api.fake.audit.mark()
     syncer = world.syncer()
     assert syncer.start_informers(30)
     factory = syncer.http
     assert factory is not None
+    # One Services cache: the dashboard clients and the RayCluster status read the same one,
+    # which lists and watches each namespace once.
+    assert syncer.raycluster.services is syncer.services
+    for verb in ("list", "watch"):
+        for namespace in (a, world.b):
+            records = world.kube_api.fake.audit.records(
+                verb=verb, resource="services", namespace=namespace, since=since
+            )
+            assert len(records) == 1, (verb, namespace, records)
     (head,) = [
         s["metadata"]["name"]
         for s in world.kube.list(SERVICES, a)[0]

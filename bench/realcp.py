@@ -9,6 +9,7 @@ gated submitter pods, the syncer ungates them, the real scheduler binds them, an
 kubelet runs each as `sleep` until its job's end time, when it exits 0: the kubelet marks
 the pod Succeeded, the real Job controller marks the Job Complete, and the syncer reacts
 to that. Each cluster's dashboard is a `FakeDashboard` whose job ends at the same time.
+The syncer's writes take the daemon's write limiter (`--api-write-qps`), as in `bench.syncer`.
 
 The delay is the same as on the fake server (the Complete status write returned, minus the
 job's end), so it includes the kubelet's step and the Job controller's reaction, which
@@ -32,8 +33,10 @@ from typing import Any
 
 from bench import syncer as bench
 from syncer.cli import Options, Syncer
-from syncer.kube.client import KubeClient
+from syncer.kube.client import Kube, KubeClient
 from syncer.kube.incluster import ServiceAccount
+from syncer.kube.leader import AlwaysLeader, GuardedKube
+from syncer.kube.ratelimit import TokenBucket
 
 Manifest = dict[str, Any]
 SUBMITTER = "ray-job-submitter"
@@ -155,7 +158,11 @@ def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:
             dashboard_budget_rps=scale.budget_rps,
             workers=scale.workers,
         )
-        syncer = Syncer(recording, options, dashboards=lambda url: dashboards[url])
+        engine_kube: Kube = recording
+        if scale.write_qps > 0:  # as the daemon runs it, and as bench.syncer does
+            bucket = TokenBucket(scale.write_qps, max(scale.write_burst, 1))
+            engine_kube = GuardedKube(recording, AlwaysLeader(), bucket=bucket)
+        syncer = Syncer(engine_kube, options, dashboards=lambda url: dashboards[url])
         syncer.start()
         while time.time() < t0:
             time.sleep(0.5)
@@ -223,9 +230,12 @@ def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:
     ]
 
 
-def main(jobs: int, lead: float | None, spread: float | None, budget: float) -> None:
+def main(
+    jobs: int, lead: float | None, spread: float | None, budget: float, write_qps: float
+) -> None:
     """One real-control-plane run at `jobs` (ends over 10 s, 5 s after the window opens)."""
-    scale = bench.Scale(jobs, 5.0, 10.0, budget)
+    burst = int(2 * write_qps)
+    scale = bench.Scale(jobs, 5.0, 10.0, budget, write_qps=write_qps, write_burst=burst)
     if lead is not None:
         scale = replace(scale, lead_s=lead)
     if spread is not None:

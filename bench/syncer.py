@@ -1525,7 +1525,8 @@ def main(argv: Sequence[str] | None = None) -> list[Run]:
     if args.real:
         from bench import realcp
 
-        realcp.main((args.jobs or [100])[0], args.lead, args.spread, args.budget)
+        jobs = (args.jobs or [100])[0]
+        realcp.main(jobs, args.lead, args.spread, args.budget, args.api_write_qps)
         return []
     scales = args.jobs or list(SCALES)
     if len(scales) > 1:

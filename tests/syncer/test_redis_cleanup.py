@@ -410,7 +410,10 @@ def test_an_edited_anchor_cannot_choose_the_jobs_image_or_service_account(
 ) -> None:
     kube, syncer, controllers = rig
     ns = kube_api.namespace
-    objects = render(CLUSTER.format(port=1, timeout=3), ns)
+    # The refusal is reported by the first pass after the head Pod and Service are gone,
+    # which must come before the deletion timeout releases the anchor: 8 s leaves a busy
+    # machine room (the timeout counts from a deletionTimestamp of whole seconds).
+    objects = render(CLUSTER.format(port=1, timeout=8), ns)
     apply(kube, objects, ns)
     controllers.start(interval=0.05)
     syncer.start()

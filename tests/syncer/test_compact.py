@@ -276,17 +276,6 @@ def test_a_subtree_too_big_to_share_is_kept_whole_and_unshared() -> None:
     assert one == many and one is not two
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's key-sharing dicts")
-def test_shared_subtrees_make_a_thousand_submitter_pods_smaller(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pods = iter(_submitter_pod(f"job-{i:05d}") for i in range(2000))
-    shared = _traced_bytes(lambda: _cached(next(pods)), copies=1000)
-    monkeypatch.setattr(compacting, "_shared_shapes", set())
-    unshared = _traced_bytes(lambda: _cached(next(pods)), copies=1000)
-    assert shared < 0.8 * unshared, (shared, unshared)
-
-
 def _head_service(cluster: str, *, cluster_ip: str = "None") -> dict[str, Any]:
     """A rendered head Service as the API server returns it (targetPort defaulted)."""
     ports = [("client", 10001), ("dashboard", 8265), ("gcs-server", 6379), ("metrics", 8080)]
@@ -326,14 +315,22 @@ def test_head_services_share_their_spec_or_else_their_ports() -> None:
 
 
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's key-sharing dicts")
-def test_shared_specs_make_a_thousand_head_services_smaller(
+@pytest.mark.parametrize(
+    ("cached", "make", "bound"),
+    [(_cached, _submitter_pod, 0.8), (_cached_service, _head_service, 0.6)],
+    ids=["submitter-pods", "head-services"],
+)
+def test_shared_subtrees_make_a_thousand_cached_objects_smaller(
+    cached: Callable[[dict[str, Any]], object],
+    make: Callable[[str], dict[str, Any]],
+    bound: float,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    services = iter(_head_service(f"c-{i:05d}") for i in range(2000))
-    shared = _traced_bytes(lambda: _cached_service(next(services)), copies=1000)
+    objects = iter(make(f"o-{i:05d}") for i in range(2000))
+    shared = _traced_bytes(lambda: cached(next(objects)), copies=1000)
     monkeypatch.setattr(compacting, "_shared_shapes", set())
-    unshared = _traced_bytes(lambda: _cached_service(next(services)), copies=1000)
-    assert shared < 0.6 * unshared, (shared, unshared)
+    unshared = _traced_bytes(lambda: cached(next(objects)), copies=1000)
+    assert shared < bound * unshared, (shared, unshared)
 
 
 def test_a_running_jobs_empty_status_is_not_cached_and_reads_the_same() -> None:

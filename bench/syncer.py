@@ -35,9 +35,9 @@ How it is set up:
 - The fake API server runs in a subprocess (`python -m bench.syncer --serve`), so its
   memory and CPU are not the syncer's. It is populated through its store: the first job's
   objects go through the store's create and status-patch code (the intent ConfigMap of a
-  RayJob rendered by the renderer; the head Pod, Running and Ready; the submitter Job and
-  its Pod, already ungated and Running), the others are clones under their own names and
-  UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
+  RayJob rendered by the renderer; its two head Services, the cluster's and the RayJob's;
+  the head Pod, Running and Ready; the submitter Job and its Pod, already ungated and
+  Running), the others are clones under their own names and UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
   Running (written oldest job first, each with its own start time), so the run starts as
   a syncer (re)starting among 10,000 running jobs. A previous syncer (`prime`, its own
   process, no write limit) then runs until it has published every cluster's status map and
@@ -278,14 +278,18 @@ def job_name(index: int) -> str:
 
 
 def template_objects() -> dict[str, Manifest]:
-    """The rendered intent ConfigMap, head Pod and submitter Job of the template RayJob."""
+    """The rendered objects of the template RayJob by kind: its intent ConfigMap, head Pod,
+    submitter Job, and its two head Services (`Service`: the cluster's; `Service/job`: the
+    RayJob's own, as KubeRay makes it), all of which the syncer caches."""
     from tests.syncer.harness import render  # the renderer is only needed by the server
 
     wanted: dict[str, Manifest] = {}
     for obj in render(RAYJOB, NAMESPACE):
-        if obj["kind"] in ("ConfigMap", "Pod", "Job"):
-            wanted[str(obj["kind"])] = obj
-    assert set(wanted) == {"ConfigMap", "Pod", "Job"}, sorted(wanted)
+        kind = str(obj["kind"])
+        if kind == "Service" and obj["metadata"]["name"] == naming.head_service_name(TEMPLATE):
+            kind = "Service/job"
+        wanted[kind] = obj
+    assert set(wanted) == {"ConfigMap", "Pod", "Job", "Service", "Service/job"}, sorted(wanted)
     return wanted
 
 
@@ -403,6 +407,15 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
     cm = store.create(
         configmaps, NAMESPACE, clone(templates["ConfigMap"], first), field_manager="bench"
     )
+    services = [
+        store.create(
+            kind_for_resource("services"),
+            NAMESPACE,
+            clone(templates[kind], first),
+            field_manager="bench",
+        )
+        for kind in ("Service", "Service/job")
+    ]
     head = store.create(pods, NAMESPACE, clone(templates["Pod"], first), field_manager="bench")
     head, _ = store.patch(
         pods,
@@ -436,7 +449,7 @@ def populate(store: Store, jobs: int, seed: int, started: float) -> dict[str, st
         field_manager="kube-controller-manager",
     )
     status = _status_configmap(cm, head, job, pod, started)
-    texts = [json.dumps(obj) for obj in (cm, head, job, pod)]
+    texts = [json.dumps(obj) for obj in (cm, head, job, pod, *services)]
     status_text = json.dumps(status)
     job_uid = str(job["metadata"]["uid"])
     submitters = {first: str(pod["metadata"]["name"])}

@@ -37,9 +37,10 @@ How it is set up:
   objects go through the store's create and status-patch code (the intent ConfigMap of a
   RayJob rendered by the renderer; its two head Services, the cluster's and the RayJob's;
   the head Pod, Running and Ready; the submitter Job and its Pod, already ungated and
-  Running), the others are clones under their own names and UIDs. Each job also has the status ConfigMap the syncer publishes for a job it saw
-  Running (written oldest job first, each with its own start time), so the run starts as
-  a syncer (re)starting among 10,000 running jobs. A previous syncer (`prime`, its own
+  Running), the others are clones under their own names and UIDs. Each job also has the
+  status ConfigMap the syncer publishes for a job it saw Running (written oldest job
+  first, each with its own start time), so the run starts as a syncer (re)starting among
+  10,000 running jobs. A previous syncer (`prime`, its own
   process, no write limit) then runs until it has published every cluster's status map and
   head-Pod annotation, and stops: what the measured syncer restarts on is what its
   predecessor left.
@@ -262,6 +263,9 @@ class Run:
     tail_s: float = 0.0  # after the last status, until the Events and releases were done
     events_dropped: int = 0  # Events the write budget's queue had no room for (whole run)
     complete_events: int = 0  # the RayJobs' Complete Events that were recorded
+    # At the end of the warm-up (lists and a pass of every job), as `syncer_rss_mb` counts:
+    # the RSS then, and the peak until then (the lists' pages included).
+    rss_warm_mb: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def syncer_rss_mb(self) -> float:
@@ -973,6 +977,7 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         syncer = Syncer(engine_kube, options, dashboards=lambda url: dashboards[url])
         grants = _time_dashboard_requests(syncer)
         restart = _warm_up(syncer, scale, kube)
+        rss_warm = (_rss_mb(), _rss_mb("VmHWM"))
         warmup_s = restart.warmup_s
         say(
             f"warm-up (lists, then a pass of every job) {warmup_s:.1f} s: "
@@ -1064,6 +1069,10 @@ def run_syncer(scale: Scale, *, quiet: bool = False, verbose: bool = False) -> R
         tail_s=tail_s,
         events_dropped=events_dropped,
         complete_events=kube.reasons["Complete"],
+        rss_warm_mb=(
+            rss_base + rss_warm[0] - rss_dashboards,
+            rss_base + rss_warm[1] - rss_dashboards,
+        ),
     )
 
 
@@ -1385,7 +1394,8 @@ def report(run: Run) -> list[str]:
     lines.append(
         f"RSS: interpreter and imports {run.rss_base_mb:.0f} MB + syncer "
         f"{run.rss_increase_mb:.0f} MB (not counted: {run.rss_dashboards_mb:.0f} MB of simulated "
-        f"dashboards); CPU {ours.cpu_s or 0:.1f} s over the window"
+        f"dashboards); after the warm-up {run.rss_warm_mb[0]:.0f} MB, peak until then "
+        f"{run.rss_warm_mb[1]:.0f} MB; CPU {ours.cpu_s or 0:.1f} s over the window"
     )
     lines.append(
         f"fake API server process: CPU {_fmt(server.get('cpu_s'), 1)} s over the window, "
@@ -1472,6 +1482,8 @@ def summary(run: Run) -> str:
         "cpu_cores_peak10s": ours.peak_cores or 0.0,
         "rss_mb": run.syncer_rss_mb,
         "rss_base_mb": run.rss_base_mb,
+        "rss_warm_mb": run.rss_warm_mb[0],
+        "rss_warm_peak_mb": run.rss_warm_mb[1],
         "restart_observed_s": run.restart.observed_s,
         "restart_floor_s": run.scale.jobs / run.scale.budget_rps,
         "restart_lists_s": run.restart.lists_s,

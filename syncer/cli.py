@@ -126,12 +126,14 @@ class Syncer:
         )
         self.pods.add_index(dashboard_clients.HEADS_INDEX, dashboard_clients.heads)
         # One Services cache too: the dashboard clients dial the live head Service's port
-        # (C2), the RayCluster status reads its clusterIP, ports and shape.
+        # (C2), the RayCluster status reads its clusterIP, ports and shape. Both read only
+        # a Ray cluster's own Services (`ray.io/cluster`), not a RayJob's or RayService's
+        # stable ones: half the Services of ten thousand RayJobs.
         self.services = Cache.watching(
             kube,
             SERVICES,
             options.namespaces,
-            label_selector=options.label_selector,
+            label_selector=service_selector(options.label_selector),
             project=raycluster_views.cached_service,
         )
         self.http: dashboard_clients.DashboardFactory | None = None
@@ -207,6 +209,11 @@ class Syncer:
     def drain(self, limit: int = 10_000) -> int:
         """Process queued keys until none is due now (tests)."""
         return self.engine.drain(limit)
+
+
+def service_selector(selector: str) -> str:
+    """The Services cache's selector: `selector`, and a `ray.io/cluster` label."""
+    return f"{selector},{naming.RAY_CLUSTER}" if selector else naming.RAY_CLUSTER
 
 
 def pod_selector(selector: str) -> str:

@@ -361,8 +361,11 @@ def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) ->
     factory = syncer.http
     assert factory is not None
     # One Services cache: the dashboard clients and the RayCluster status read the same one,
-    # which lists and watches each namespace once.
+    # which lists and watches each namespace once, and holds only Ray clusters' Services:
+    # the RayJob's own head Service (`plain-head-svc`, no `ray.io/cluster`) is not cached.
     assert syncer.raycluster.services is syncer.services
+    assert world.kube.get(SERVICES, a, "plain-head-svc") is not None
+    assert syncer.services.get(a, "plain-head-svc") is None
     for verb in ("list", "watch"):
         for namespace in (a, world.b):
             records = world.kube_api.fake.audit.records(
@@ -375,6 +378,7 @@ def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) ->
         if s["metadata"]["name"].endswith("-head-svc")
         and s["metadata"]["labels"].get(naming.RAY_CLUSTER)
     ]
+    assert [s["metadata"]["name"] for s in syncer.services.items()] == [head]
     url = f"http://{head}.{a}.svc.cluster.local:8265"  # what the intent says
     assert factory.live_port(a, head) == ray.port
     assert factory(url).list_jobs() == []

@@ -35,7 +35,13 @@ _SHARED_POD_PARTS: Final = (
     ("restartPolicy", "containers", "schedulingGates"),
     ("status", "reason", "message"),
 )
-for keys in _SHARED_POD_PARTS:
+# And the parts that an end writes, which jobs ending in the same second share: a
+# container's end (exit code, reason, time) and a finished Job's whole status.
+_SHARED_END_PARTS: Final = (
+    ("exitCode", "reason", "finishedAt"),
+    ("conditions", "completionTime"),
+)
+for keys in (*_SHARED_POD_PARTS, *_SHARED_END_PARTS):
     share_shape(*keys)
 
 
@@ -93,7 +99,11 @@ def project_pod(pod: Manifest) -> Manifest:
     projected_status: Manifest = {"phase": status.get("phase") or "Pending", "ready": ready}
     if ends:
         projected_status["ends"] = ends
-    projected_status.update(_cluster_status(status))
+    if naming.RAY_CLUSTER in meta["labels"]:
+        # Only a Ray cluster's pods are read by the RayCluster status and recovery: a
+        # submitter pod does without its IP, Ready condition and stopped containers
+        # (~350 bytes a finished job).
+        projected_status.update(_cluster_status(status))
     projected_spec = _cluster_spec(spec)
     gates = [dict(g) for g in spec.get("schedulingGates") or []]
     if gates:

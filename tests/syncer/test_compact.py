@@ -3,10 +3,10 @@
 A cached object must read back exactly as it was given, whatever keys a tenant wrote (a
 ConfigMap's data keys may be `__class__` or `__dict__`), while the table of dict shapes
 stays bounded; on CPython the compacted dicts are smaller than plain ones (the point).
-Equal pod specs, Ready conditions and head Service specs (else their ports) are one copy,
-and the table of them stays bounded.
-A status record is cached packed with a codebook, and reads back exactly, or
-not at all when the bytes are garbled.
+Equal pod specs, Ready conditions, head Service specs (else their ports) and the ends of
+jobs in the same second are one copy, and the table of them stays bounded. A status
+record is cached packed with a codebook, and reads back exactly, or not at all when the
+bytes are garbled.
 """
 
 from __future__ import annotations
@@ -208,7 +208,31 @@ def test_a_jobs_forerunner_condition_is_not_cached_once_its_final_one_is_there(
     assert views.job_health(cached) == views.job_health(everything)
 
 
-def _submitter_pod(job: str, *, message: str = "") -> dict[str, Any]:
+def _worker_pod(cluster: str, *, message: str = "") -> dict[str, Any]:
+    """A Ray cluster's worker pod, Running and Ready (the RayCluster status reads its IP,
+    Ready condition and stopped containers)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{cluster}-small-worker-x1",
+            "namespace": "ns",
+            "resourceVersion": "5",
+            "uid": f"uid-{cluster}",
+            "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "worker"},
+        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-worker"}]},
+        "status": {
+            "phase": "Running",
+            "podIP": f"10.0.0.{len(cluster)}",
+            "conditions": [{"type": "Ready", "status": "True", "reason": "", "message": message}],
+        },
+    }
+
+
+def _ended_submitter_pod(job: str, finished_at: str) -> dict[str, Any]:
+    """A RayJob's submitter pod whose container ended (as the kubelet reports it)."""
+    terminated = {"exitCode": 0, "reason": "Completed", "finishedAt": finished_at}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -217,14 +241,28 @@ def _submitter_pod(job: str, *, message: str = "") -> dict[str, Any]:
             "namespace": "ns",
             "resourceVersion": "5",
             "uid": f"uid-{job}",
-            "labels": {"batch.kubernetes.io/job-name": job},
+            "labels": {"batch.kubernetes.io/job-name": job, "kuberay.io/origin-kind": "RayJob"},
         },
         "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter"}]},
         "status": {
-            "phase": "Running",
-            "podIP": f"10.0.0.{len(job)}",
-            "conditions": [{"type": "Ready", "status": "True", "reason": "", "message": message}],
+            "phase": "Succeeded",
+            "podIP": "10.0.0.9",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
+            "containerStatuses": [
+                {"name": "ray-job-submitter", "state": {"terminated": terminated}}
+            ],
         },
+    }
+
+
+def _complete_job(job: str, finished_at: str) -> dict[str, Any]:
+    """A RayJob's submitter Job that completed at `finished_at`."""
+    condition = {"type": "Complete", "status": "True", "lastTransitionTime": finished_at}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job, "namespace": "ns", "resourceVersion": "7", "uid": f"u-{job}"},
+        "status": {"conditions": [condition], "completionTime": finished_at, "succeeded": 1},
     }
 
 
@@ -234,14 +272,61 @@ def _cached(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_pods_with_equal_specs_and_ready_conditions_share_one_copy_of_each() -> None:
-    a, b = _cached(_submitter_pod("a")), _cached(_submitter_pod("b"))
+    a, b = _cached(_worker_pod("a")), _cached(_worker_pod("b"))
     assert a["spec"] is b["spec"]
     assert a["status"]["readyCondition"] is b["status"]["readyCondition"]
     assert a["status"] is not b["status"]  # their own IPs
-    assert a == views.cached_pod(_submitter_pod("a"))  # reads back as projected
-    other = _cached(_submitter_pod("c", message="probe failed"))
+    assert a == views.cached_pod(_worker_pod("a"))  # reads back as projected
+    other = _cached(_worker_pod("c", message="probe failed"))
     assert other["status"]["readyCondition"] is not a["status"]["readyCondition"]
     assert other["status"]["readyCondition"]["message"] == "probe failed"
+
+
+def test_a_submitter_pod_keeps_its_end_and_not_what_only_a_ray_clusters_pods_need() -> None:
+    pod = _ended_submitter_pod("a", "2026-12-07T10:00:00Z")
+    kept = _cached(pod)
+    assert kept["status"] == {
+        "phase": "Succeeded",
+        "ready": False,
+        "ends": {
+            "ray-job-submitter": {
+                "exitCode": 0,
+                "reason": "Completed",
+                "finishedAt": "2026-12-07T10:00:00Z",
+            }
+        },
+    }
+    assert views.pod_view(kept, sidecar="ray-job-submitter").sidecar_reason == "Completed"
+    # The same pod in a Ray cluster keeps its IP, Ready condition and stopped containers.
+    pod["metadata"]["labels"]["ray.io/cluster"] = "c"
+    in_cluster = _cached(pod)["status"]
+    assert in_cluster["podIP"] == "10.0.0.9"
+    assert in_cluster["readyCondition"]["reason"] == "PodCompleted"
+    assert in_cluster["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+
+
+def test_jobs_and_pods_ending_in_the_same_second_share_their_ends() -> None:
+    second = "2026-12-07T10:00:00Z"
+    jobs = [compact(views.cached_job(_complete_job(n, second))) for n in ("a", "b")]
+    assert jobs[0]["status"] is jobs[1]["status"]
+    assert jobs[0]["status"] == {
+        "conditions": [
+            {
+                "type": "Complete",
+                "status": "True",
+                "reason": None,
+                "message": None,
+                "lastTransitionTime": second,
+            }
+        ],
+        "completionTime": second,
+    }
+    later = compact(views.cached_job(_complete_job("c", "2026-12-07T10:00:01Z")))
+    assert later["status"] is not jobs[0]["status"]
+    assert views.submitter_view(later, []).complete
+    pods = [_cached(_ended_submitter_pod(n, second)) for n in ("a", "b")]
+    ends = [p["status"]["ends"]["ray-job-submitter"] for p in pods]
+    assert ends[0] is ends[1]
 
 
 def test_values_that_compare_equal_across_types_are_not_shared() -> None:
@@ -252,20 +337,18 @@ def test_values_that_compare_equal_across_types_are_not_shared() -> None:
 
 
 def test_a_tenant_writing_a_new_message_on_every_pod_keeps_the_table_bounded() -> None:
-    pods = [
-        _cached(_submitter_pod("a", message=f"m{i}")) for i in range(compacting._SHARED_MAX + 50)
-    ]
+    pods = [_cached(_worker_pod("a", message=f"m{i}")) for i in range(compacting._SHARED_MAX + 50)]
     assert len(compacting._shared) <= compacting._SHARED_MAX
     assert [p["status"]["readyCondition"]["message"] for p in pods] == [
         f"m{i}" for i in range(compacting._SHARED_MAX + 50)
     ]
     # what is shared again after the table started over is equal to what it was
-    assert _cached(_submitter_pod("z"))["spec"] == _submitter_pod("z")["spec"]
+    assert _cached(_worker_pod("z"))["spec"] == _worker_pod("z")["spec"]
 
 
 def test_a_subtree_too_big_to_share_is_kept_whole_and_unshared() -> None:
     long = "x" * (compacting._SHARED_TEXT_MAX + 1)
-    first, second = (_cached(_submitter_pod(job, message=long)) for job in ("a", "b"))
+    first, second = (_cached(_worker_pod(job, message=long)) for job in ("a", "b"))
     assert first["status"]["readyCondition"] is not second["status"]["readyCondition"]
     assert first["status"]["readyCondition"]["message"] == long
     many = {
@@ -317,8 +400,8 @@ def test_head_services_share_their_spec_or_else_their_ports() -> None:
 @pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's key-sharing dicts")
 @pytest.mark.parametrize(
     ("cached", "make", "bound"),
-    [(_cached, _submitter_pod, 0.8), (_cached_service, _head_service, 0.6)],
-    ids=["submitter-pods", "head-services"],
+    [(_cached, _worker_pod, 0.8), (_cached_service, _head_service, 0.6)],
+    ids=["worker-pods", "head-services"],
 )
 def test_shared_subtrees_make_a_thousand_cached_objects_smaller(
     cached: Callable[[dict[str, Any]], object],

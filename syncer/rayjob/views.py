@@ -36,9 +36,13 @@ _SHARED_POD_PARTS: Final = (
     ("status", "reason", "message"),
 )
 # And the parts that an end writes, which jobs ending in the same second share: a
-# container's end (exit code, reason, time) and a finished Job's whole status.
+# container's end (exit code, reason, time), a submitter pod's ends and whole status (a
+# running one's too: it has no IP kept), and a finished Job's whole status.
 _SHARED_END_PARTS: Final = (
     ("exitCode", "reason", "finishedAt"),
+    (SIDECAR_CONTAINER,),
+    ("phase", "ready"),
+    ("phase", "ready", "ends"),
     ("conditions", "completionTime"),
 )
 for keys in (*_SHARED_POD_PARTS, *_SHARED_END_PARTS):

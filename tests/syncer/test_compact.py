@@ -79,9 +79,11 @@ def test_the_shapes_stay_bounded_when_every_object_has_its_own_keys() -> None:
 
 
 def test_changing_one_compacted_dict_leaves_its_siblings_alone() -> None:
+    # (Cached objects are read-only; this is about two dicts of one key-sharing class, not
+    # a shared subtree such as this pod's status, which is one object for both.)
     a, b = compact(_pod("a")), compact(_pod("b"))
     a["metadata"]["labels"]["extra"] = "1"
-    del a["status"]["ready"]
+    del a["metadata"]["uid"]
     assert b == _pod("b")
     assert compact(_pod("c")) == _pod("c")
 
@@ -325,8 +327,17 @@ def test_jobs_and_pods_ending_in_the_same_second_share_their_ends() -> None:
     assert later["status"] is not jobs[0]["status"]
     assert views.submitter_view(later, []).complete
     pods = [_cached(_ended_submitter_pod(n, second)) for n in ("a", "b")]
-    ends = [p["status"]["ends"]["ray-job-submitter"] for p in pods]
-    assert ends[0] is ends[1]
+    assert pods[0]["status"] is pods[1]["status"]
+    other = _cached(_ended_submitter_pod("c", "2026-12-07T10:00:01Z"))
+    assert other["status"] is not pods[0]["status"]
+    assert other["status"]["ends"]["ray-job-submitter"]["finishedAt"] == "2026-12-07T10:00:01Z"
+    # Running submitter pods (no end yet, no IP kept) share one status too.
+    running = []
+    for name in ("d", "e"):
+        pod = _ended_submitter_pod(name, second)
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        running.append(_cached(pod))
+    assert running[0]["status"] is running[1]["status"] == {"phase": "Running", "ready": True}
 
 
 def test_values_that_compare_equal_across_types_are_not_shared() -> None:

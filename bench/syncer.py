@@ -1247,6 +1247,7 @@ def kuberay_model(
     events: bool,
     client_limit: bool = True,
     requeue_s: float = KUBERAY_REQUEUE_S,
+    submitters: dict[str, float] | None = None,
 ) -> Figures:
     """KubeRay's RayJob loop at concurrency 1 on a simulated clock.
 
@@ -1258,21 +1259,25 @@ def kuberay_model(
     loop runs from a steady state (every job due at a random point of one cycle before
     t0). With `events`, a job's end also queues its key (the owned submitter Job's watch
     event). With `client_limit`, each write first waits for a token of its kind's bucket
-    (`KUBERAY_CLIENT_QPS`), and the one worker waits with it.
+    (`KUBERAY_CLIENT_QPS`), and the one worker waits with it. `submitters`: when each
+    job's submitter Job was Complete, if later than its end: KubeRay publishes Complete
+    only once the submitter finished too (rayjob.md 4.3), and that Job's event is the one
+    that queues the key. Delays still count from the Ray job's end.
     """
     names = list(ends)
+    done = {n: max(end, (submitters or {}).get(n, end)) for n, end in ends.items()}
     rng = random.Random(len(names))
     cycle = max(requeue_s, len(names) * cost)
     clock = t0 - 2 * cycle
     timers: list[tuple[float, str]] = [(clock + rng.random() * cycle, n) for n in names]
     heapq.heapify(timers)
-    arrivals = sorted((end, n) for n, end in ends.items()) if events else []
+    arrivals = sorted((at, n) for n, at in done.items()) if events else []
     ready: deque[str] = deque()
     queued: set[str] = set()
     finished: dict[str, float] = {}
     cleanup: set[str] = set()  # finished, their RayCluster not yet deleted
     gets = writes = 0
-    horizon = max(ends.values()) + 10 * cycle + 60 + 4 * len(names) / KUBERAY_CLIENT_QPS
+    horizon = max(done.values()) + 10 * cycle + 60 + 4 * len(names) / KUBERAY_CLIENT_QPS
     # One bucket per kind written (RayJob status, RayCluster), on the simulated clock.
     buckets = [
         TokenBucket(KUBERAY_CLIENT_QPS, KUBERAY_CLIENT_BURST, clock=lambda: clock) for _ in range(2)
@@ -1314,7 +1319,7 @@ def kuberay_model(
         clock += cost
         if clock >= t0:
             gets += 1
-        if ends[name] <= answered:
+        if done[name] <= answered:
             write(0)  # the status update
             writes += KUBERAY_FINISH_WRITES
             finished[name] = clock

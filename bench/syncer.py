@@ -1262,7 +1262,8 @@ def kuberay_model(
     (`KUBERAY_CLIENT_QPS`), and the one worker waits with it. `submitters`: when each
     job's submitter Job was Complete, if later than its end: KubeRay publishes Complete
     only once the submitter finished too (rayjob.md 4.3), and that Job's event is the one
-    that queues the key. Delays still count from the Ray job's end.
+    that queues the key; a pass that sees Ray's end before then writes the status once
+    more (its `jobStatus`). Delays still count from the Ray job's end.
     """
     names = list(ends)
     done = {n: max(end, (submitters or {}).get(n, end)) for n, end in ends.items()}
@@ -1276,6 +1277,7 @@ def kuberay_model(
     queued: set[str] = set()
     finished: dict[str, float] = {}
     cleanup: set[str] = set()  # finished, their RayCluster not yet deleted
+    ray_ended: set[str] = set()  # Ray's end written, the submitter not yet finished
     gets = writes = 0
     horizon = max(done.values()) + 10 * cycle + 60 + 4 * len(names) / KUBERAY_CLIENT_QPS
     # One bucket per kind written (RayJob status, RayCluster), on the simulated clock.
@@ -1326,6 +1328,12 @@ def kuberay_model(
             cleanup.add(name)
             enqueue(name)
         else:
+            if ends[name] <= answered and name not in ray_ended:
+                # Ray's end before its submitter's: KubeRay updates `jobStatus` then, a
+                # status write of its own (it writes a status only when it changed).
+                ray_ended.add(name)
+                write(0)
+                writes += 1
             heapq.heappush(timers, (clock + requeue_s, name))
     delays = [finished[n] - ends[n] for n in names if n in finished]
     t_done = max(finished.values()) if len(finished) == len(names) else horizon

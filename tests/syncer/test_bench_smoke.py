@@ -99,6 +99,20 @@ def test_kuberay_model_waits_for_its_client_limit_in_a_burst() -> None:
     assert limited.kube_writes == free.kube_writes == 3 * 1000
 
 
+def test_kuberay_model_publishes_complete_only_once_the_submitter_finished() -> None:
+    # Ray's job ends at t0 + 10, its submitter Job is Complete 5 s later (a slow Job
+    # controller): KubeRay writes Ray's end (jobStatus) on the pass that sees it, and
+    # Complete on the Job's event, 5 s after Ray's end, one write more than otherwise.
+    t0 = 1_000.0
+    ends = {"a": t0 + 10.0, "b": t0 + 10.0}
+    late = kuberay_model(ends, t0, 0.001, events=True, submitters={"a": t0 + 15.0})
+    assert late.missing == 0
+    by_end = dict(zip(ends, late.delays, strict=True))
+    assert 5.0 <= by_end["a"] <= 5.01
+    assert by_end["b"] <= 0.01  # no submitter time given: as before
+    assert late.kube_writes == 3 + 1 + 3
+
+
 def test_events_are_handed_out_before_due_timers() -> None:
     clock = ManualClock(0.0)
     queue: WorkQueue[str] = WorkQueue(clock=clock)

@@ -210,43 +210,42 @@ def test_a_jobs_forerunner_condition_is_not_cached_once_its_final_one_is_there(
     assert views.job_health(cached) == views.job_health(everything)
 
 
-def _worker_pod(cluster: str, *, message: str = "") -> dict[str, Any]:
-    """A Ray cluster's worker pod, Running and Ready (the RayCluster status reads its IP,
-    Ready condition and stopped containers)."""
+def _pod_of(name: str, labels: dict[str, str], container: str, status: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"{cluster}-small-worker-x1",
+            "name": name,
             "namespace": "ns",
             "resourceVersion": "5",
-            "uid": f"uid-{cluster}",
-            "labels": {"ray.io/cluster": cluster, "ray.io/node-type": "worker"},
+            "uid": f"uid-{name}",
+            "labels": labels,
         },
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-worker"}]},
-        "status": {
-            "phase": "Running",
-            "podIP": f"10.0.0.{len(cluster)}",
-            "conditions": [{"type": "Ready", "status": "True", "reason": "", "message": message}],
-        },
+        "spec": {"restartPolicy": "Never", "containers": [{"name": container}]},
+        "status": status,
     }
+
+
+def _worker_pod(cluster: str, *, message: str = "") -> dict[str, Any]:
+    """A Ray cluster's worker pod, Running and Ready (the RayCluster status reads its IP,
+    Ready condition and stopped containers)."""
+    ready = {"type": "Ready", "status": "True", "reason": "", "message": message}
+    return _pod_of(
+        f"{cluster}-small-worker-x1",
+        {"ray.io/cluster": cluster, "ray.io/node-type": "worker"},
+        "ray-worker",
+        {"phase": "Running", "podIP": f"10.0.0.{len(cluster)}", "conditions": [ready]},
+    )
 
 
 def _ended_submitter_pod(job: str, finished_at: str) -> dict[str, Any]:
     """A RayJob's submitter pod whose container ended (as the kubelet reports it)."""
     terminated = {"exitCode": 0, "reason": "Completed", "finishedAt": finished_at}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{job}-x1",
-            "namespace": "ns",
-            "resourceVersion": "5",
-            "uid": f"uid-{job}",
-            "labels": {"batch.kubernetes.io/job-name": job, "kuberay.io/origin-kind": "RayJob"},
-        },
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "ray-job-submitter"}]},
-        "status": {
+    return _pod_of(
+        f"{job}-x1",
+        {"batch.kubernetes.io/job-name": job, "kuberay.io/origin-kind": "RayJob"},
+        "ray-job-submitter",
+        {
             "phase": "Succeeded",
             "podIP": "10.0.0.9",
             "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted"}],
@@ -254,7 +253,7 @@ def _ended_submitter_pod(job: str, finished_at: str) -> dict[str, Any]:
                 {"name": "ray-job-submitter", "state": {"terminated": terminated}}
             ],
         },
-    }
+    )
 
 
 def _complete_job(job: str, finished_at: str) -> dict[str, Any]:

@@ -134,11 +134,10 @@ class _EndWatch:
 
 def _lag(later: dict[str, float], earlier: dict[str, float]) -> str:
     """p50 / p95 of `later[n] - earlier[n]` over the names in both, formatted."""
-    lags = sorted(later[n] - earlier[n] for n in later if n in earlier)
+    lags = [later[n] - earlier[n] for n in later if n in earlier]
     if not lags:
         return "n/a"
-    p50, p95 = lags[len(lags) // 2], lags[min(len(lags) - 1, int(0.95 * len(lags)))]
-    return f"{p50:.2f} / {p95:.2f} s"
+    return f"{bench.quantile(lags, 0.5):.2f} / {bench.quantile(lags, 0.95):.2f} s"
 
 
 def run_real(scale: bench.Scale, *, say: Any = print) -> list[str]:

@@ -196,6 +196,14 @@ class Scale:
         return cls(jobs, 2.0, 10.0, budget_rps)
 
 
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank; NaN when there are none)."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
 @dataclass
 class Figures:
     """What one side (the syncer, or a model of KubeRay) measured."""
@@ -217,11 +225,7 @@ class Figures:
 
     def percentile(self, q: float) -> float:
         """The q-quantile of the delays (missing jobs count as infinitely late)."""
-        values = sorted(self.delays) + [math.inf] * self.missing
-        if not values:
-            return math.nan
-        index = min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))
-        return values[index]
+        return quantile([*self.delays, *[math.inf] * self.missing], q)
 
     @property
     def dashboard_per_job_hour(self) -> float:

@@ -74,11 +74,6 @@ class Informer(Store):
     # --- reading ---------------------------------------------------------------------------
 
     @property
-    def skipped(self) -> int:
-        """Objects a projection or an indexer failed on, or foreign ones (counted)."""
-        return self._skipped
-
-    @property
     def synced(self) -> bool:
         """Whether the first list has been loaded."""
         return self._synced.is_set()

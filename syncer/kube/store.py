@@ -42,7 +42,7 @@ class Store:
         self._lock = threading.Lock()
         self._indexers: dict[str, Indexer] = {}
         self._indices: dict[str, dict[Hashable, Bucket]] = {}
-        self._skipped = 0  # foreign objects and indexer failures, counted
+        self._skipped = 0  # see `skipped`
 
     def get(self, namespace: str, name: str) -> Manifest | None:
         """The cached object, or None."""
@@ -69,6 +69,11 @@ class Store:
         if key is None:
             self._skipped += 1  # a server that answers with another namespace's objects
         return key
+
+    @property
+    def skipped(self) -> int:
+        """Objects skipped: foreign ones, and those an indexer or a projection failed on."""
+        return self._skipped
 
     def __len__(self) -> int:
         with self._lock:

@@ -396,6 +396,43 @@ def test_the_port_dialled_is_the_live_services_and_nothing_else(world: World) ->
     assert len(ray.requests()) == 1
 
 
+def test_a_head_service_without_its_dashboard_port_is_not_dialled_on_another(
+    world: World,
+) -> None:
+    # The Services cache keeps every named port (the RayCluster status reads them all): a
+    # tenant who renames the `dashboard` port and points `client` at a server of its own
+    # still gets nothing dialled, and the RayJob's own head Service (not cached) changes
+    # nothing either.
+    a, ray = world.a, world.ray
+    world.job("plain", a)
+    syncer = world.syncer()
+    assert syncer.start_informers(30)
+    factory = syncer.http
+    assert factory is not None
+    (head,) = [s["metadata"]["name"] for s in syncer.services.items()]
+    live = world.kube.get(SERVICES, a, head)
+    assert live is not None
+    for port in live["spec"]["ports"]:
+        if port["name"] == "dashboard":
+            port["name"] = "dash"
+        elif port["name"] == "client":
+            port["port"] = ray.port
+    world.kube.replace(SERVICES, a, live)
+    wait_until(
+        lambda: all(
+            p.get("name") != "dashboard"
+            for p in (syncer.services.get(a, head) or {}).get("spec", {}).get("ports", [])
+        ),
+        what="the edited head Service cached",
+    )
+    with pytest.raises(TransientError, match="no 'dashboard' port"):
+        factory.live_port(a, head)
+    with pytest.raises(TransientError):
+        factory(f"http://{head}.{a}.svc.cluster.local:8265").list_jobs()
+    assert ray.requests() == []
+    assert syncer.healthy()
+
+
 def test_the_daemon_with_an_auth_secret_starts_and_reads_it_only_where_clusters_are(
     kube_api: KubeApi, world: World, tmp_path: Path
 ) -> None:
